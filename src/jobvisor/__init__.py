@@ -1,0 +1,41 @@
+"""jobvisor: a durable background-job queue on PostgreSQL or SQLite, and the
+service that runs the jobs."""
+
+from .queue import (
+    AsyncQueue,
+    InvalidArgument,
+    Job,
+    JobNotFound,
+    JobStatus,
+    JobvisorError,
+    LeaseLost,
+    MissingCorrelationId,
+    Queue,
+    RetryPolicy,
+    Summary,
+    connect,
+    connect_async,
+    correlation_scope,
+    current_correlation_id,
+)
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "AsyncQueue",
+    "InvalidArgument",
+    "Job",
+    "JobNotFound",
+    "JobStatus",
+    "JobvisorError",
+    "LeaseLost",
+    "MissingCorrelationId",
+    "Queue",
+    "RetryPolicy",
+    "Summary",
+    "__version__",
+    "connect",
+    "connect_async",
+    "correlation_scope",
+    "current_correlation_id",
+]

@@ -1,0 +1,26 @@
+"""The durable queue: jobs as rows in PostgreSQL or SQLite."""
+
+from .api import AsyncQueue, Queue, connect, connect_async, redact_url
+from .correlation import correlation_scope, current_correlation_id
+from .errors import InvalidArgument, JobNotFound, JobvisorError, LeaseLost, MissingCorrelationId
+from .model import Job, JobStatus, NewJob, RetryPolicy, Summary
+
+__all__ = [
+    "AsyncQueue",
+    "InvalidArgument",
+    "Job",
+    "JobNotFound",
+    "JobStatus",
+    "JobvisorError",
+    "LeaseLost",
+    "MissingCorrelationId",
+    "NewJob",
+    "Queue",
+    "RetryPolicy",
+    "Summary",
+    "connect",
+    "connect_async",
+    "correlation_scope",
+    "current_correlation_id",
+    "redact_url",
+]

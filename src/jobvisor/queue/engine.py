@@ -1,0 +1,447 @@
+"""The engines: how a plan of statements meets a database.
+
+An operation (see `ops`) is written once, as a generator that yields `Stmt`s
+and receives their results. A runner drives that generator inside one
+transaction: the PostgreSQL runners on a psycopg pool (sync or async), the
+SQLite runner on one serialised `sqlite3` connection (its async face runs the
+same plan in a thread). A `Dialect` converts values to and from each engine's
+column types. So every operation exists once, and sync and async callers share
+it; only these few drive loops know whether they await.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import datetime as dt
+import json
+import sqlite3
+import threading
+import uuid
+from collections.abc import Callable, Generator, Iterable, Sequence
+from typing import Any, Generic, Literal, Protocol, TypeVar
+
+from . import sql_postgres, sql_sqlite
+from .model import UTC, Job, JobStatus, NewJob
+
+T = TypeVar("T")
+
+Fetch = Literal["rowcount", "all", "one", "script", "copy", "commit"]
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Stmt:
+    """One step of an operation: a statement and what to hand back from it.
+
+    `rowcount` returns the affected row count, `all` the rows, `one` the first
+    row or None, `script` runs several statements without parameters, `copy`
+    bulk-inserts `rows`, and `commit` ends the transaction and starts another.
+    """
+
+    sql: str = ""
+    params: dict[str, Any] | None = None
+    fetch: Fetch = "rowcount"
+    rows: Sequence[Sequence[Any]] = ()
+
+
+COMMIT = Stmt(fetch="commit")
+
+Steps = Generator[Stmt, Any, T]
+
+
+@dataclasses.dataclass(slots=True)
+class Plan(Generic[T]):
+    """An operation ready to run: its steps, and the caller's own connection
+    when the work belongs in the caller's transaction."""
+
+    steps: Steps[T]
+    conn: Any = None
+    write: bool = True
+
+
+class SqlSet(Protocol):
+    """The statements each engine module defines, under the same names."""
+
+    MIGRATION_LOCK: str
+    MIGRATIONS_TABLE_CREATE: str
+    MIGRATIONS_APPLIED: str
+    MIGRATION_RECORD: str
+    CLOCK_NOW: str
+    JOB_COLUMNS_COPY: str
+    JOB_INSERT: str
+    JOB_GET_LIVE_BY_DEDUPE_KEY: str
+    JOB_NOTIFY: str
+    JOB_CLAIM: str
+    JOB_RENEW_MANY: str
+    JOB_COMPLETE_MANY: str
+    JOB_FAIL: str
+    JOB_SNOOZE: str
+    JOB_RELEASE_MANY: str
+    JOB_CANCEL_HELD: str
+    JOB_REAP_EXPIRED: str
+    JOB_RELEASE_WORKER: str
+    JOB_DELETE_FINISHED: str
+    JOB_COUNT_BY_QUEUE_STATUS: str
+    JOB_OLDEST_DUE_AGE: str
+    JOB_GET: str
+    JOB_LIST_BY_STATUS: str
+    JOB_COUNT_BY_STATUS: str
+    JOB_REQUEUE_DEAD: str
+    JOB_DELETE_DEAD: str
+    JOB_CANCEL: str
+    JOB_STATUS: str
+    LEADER_ATTEMPT_ELECT: str
+    LEADER_RESIGN: str
+
+
+class Dialect:
+    """Value conversions for PostgreSQL, which takes Python values as they are."""
+
+    name = "postgres"
+    sql: SqlSet = sql_postgres
+    notifies = True
+
+    def id(self, value: uuid.UUID) -> Any:
+        return value
+
+    def time(self, value: dt.datetime | None) -> Any:
+        return value
+
+    def names(self, values: Sequence[str] | None) -> Any:
+        return list(values) if values else None
+
+    def held(self, jobs: Sequence[Job]) -> dict[str, Any]:
+        return {"ids": [j.id for j in jobs], "tokens": [j.claim_token for j in jobs]}
+
+    def token(self, job: Job) -> Any:
+        return job.claim_token
+
+    def id_out(self, value: Any) -> uuid.UUID:
+        return value  # type: ignore[no-any-return]
+
+    def time_out(self, value: Any) -> dt.datetime:
+        return value  # type: ignore[no-any-return]
+
+    def copy_row(self, job: NewJob, run_at: Any, now: Any) -> tuple[Any, ...]:
+        return (
+            job.id, job.queue, job.job_type, job.payload_json, job.priority, run_at,
+            job.max_attempts, job.dedupe_key, job.correlation_id, now,
+        )  # fmt: skip
+
+    def add_seconds(self, when: Any, seconds: float) -> Any:
+        return when + dt.timedelta(seconds=seconds)
+
+    def job(self, row: Sequence[Any]) -> Job:
+        return Job(
+            id=row[0], queue=row[1], job_type=row[2], payload=row[3], priority=row[4],
+            run_at=row[5], status=JobStatus(row[6]), attempts=row[7], max_attempts=row[8],
+            last_error=row[9], correlation_id=row[10], dedupe_key=row[11],
+            lease_expires_at=row[12], claim_token=row[13], worker_id=row[14],
+            created_at=row[15], started_at=row[16], finished_at=row[17],
+        )  # fmt: skip
+
+
+def _epoch(value: dt.datetime | None) -> float | None:
+    return None if value is None else value.timestamp()
+
+
+def _from_epoch(value: float | None) -> dt.datetime | None:
+    return None if value is None else dt.datetime.fromtimestamp(value, UTC)
+
+
+class SqliteDialect(Dialect):
+    """SQLite stores ids as text, claim tokens as 32 hex digits, times as Unix
+    epoch seconds, payloads as JSON text, and receives lists as JSON."""
+
+    name = "sqlite"
+    sql: SqlSet = sql_sqlite
+    notifies = False
+
+    def id(self, value: uuid.UUID) -> Any:
+        return str(value)
+
+    def time(self, value: dt.datetime | None) -> Any:
+        return _epoch(value)
+
+    def names(self, values: Sequence[str] | None) -> Any:
+        return json.dumps(list(values)) if values else None
+
+    def held(self, jobs: Sequence[Job]) -> dict[str, Any]:
+        pairs = [[str(j.id), j.claim_token.hex if j.claim_token else None] for j in jobs]
+        return {"pairs": json.dumps(pairs)}
+
+    def token(self, job: Job) -> Any:
+        return job.claim_token.hex if job.claim_token else None
+
+    def id_out(self, value: Any) -> uuid.UUID:
+        return uuid.UUID(value)
+
+    def time_out(self, value: Any) -> dt.datetime:
+        return dt.datetime.fromtimestamp(value, UTC)
+
+    def add_seconds(self, when: Any, seconds: float) -> Any:
+        return when + seconds
+
+    def copy_row(self, job: NewJob, run_at: Any, now: Any) -> tuple[Any, ...]:
+        return (
+            str(job.id), job.queue, job.job_type, job.payload_json, job.priority, run_at,
+            job.max_attempts, job.dedupe_key, job.correlation_id, now,
+        )  # fmt: skip
+
+    def job(self, row: Sequence[Any]) -> Job:
+        return Job(
+            id=uuid.UUID(row[0]), queue=row[1], job_type=row[2], payload=json.loads(row[3]),
+            priority=row[4], run_at=dt.datetime.fromtimestamp(row[5], UTC),
+            status=JobStatus(row[6]), attempts=row[7], max_attempts=row[8],
+            last_error=row[9], correlation_id=row[10], dedupe_key=row[11],
+            lease_expires_at=_from_epoch(row[12]),
+            claim_token=uuid.UUID(hex=row[13]) if row[13] else None, worker_id=row[14],
+            created_at=dt.datetime.fromtimestamp(row[15], UTC),
+            started_at=_from_epoch(row[16]), finished_at=_from_epoch(row[17]),
+        )  # fmt: skip
+
+
+POSTGRES = Dialect()
+SQLITE = SqliteDialect()
+
+
+def drive(steps: Steps[T], execute: Callable[[Stmt], Any]) -> T:
+    """Run an operation's steps to the end through `execute`."""
+    result: Any = None
+    try:
+        while True:
+            result = execute(steps.send(result))
+    except StopIteration as stop:
+        return stop.value  # type: ignore[no-any-return]
+
+
+class SyncRunner(Protocol):
+    dialect: Dialect
+
+    def run(self, plan: Plan[T]) -> T: ...
+
+    def close(self) -> None: ...
+
+
+class AsyncRunner(Protocol):
+    dialect: Dialect
+
+    async def run(self, plan: Plan[T]) -> T: ...
+
+    async def close(self) -> None: ...
+
+
+# --- PostgreSQL ---------------------------------------------------------------
+
+
+def _pg_execute(cur: Any, stmt: Stmt) -> Any:
+    fetch = stmt.fetch
+    if fetch == "script":
+        cur.execute(stmt.sql)
+        return None
+    if fetch == "commit":
+        cur.connection.commit()
+        return None
+    if fetch == "copy":
+        with cur.copy(stmt.sql) as copy:
+            for row in stmt.rows:
+                copy.write_row(row)
+        return None
+    cur.execute(stmt.sql, stmt.params)
+    if fetch == "all":
+        return cur.fetchall()
+    if fetch == "one":
+        return cur.fetchone()
+    return cur.rowcount
+
+
+class PostgresRunner:
+    """Runs plans on a psycopg `ConnectionPool`, one transaction per plan."""
+
+    dialect: Dialect = POSTGRES
+
+    def __init__(self, url: str, *, min_size: int = 1, max_size: int = 4) -> None:
+        from psycopg_pool import ConnectionPool
+
+        self.pool = ConnectionPool(
+            url, min_size=min_size, max_size=max_size, open=False, name="jobvisor"
+        )
+        self.pool.open(wait=False)
+
+    def run(self, plan: Plan[T]) -> T:
+        if plan.conn is not None:
+            with plan.conn.cursor() as cur:
+                return drive(plan.steps, lambda s: _pg_execute(cur, s))
+        with self.pool.connection() as conn, conn.cursor() as cur:
+            return drive(plan.steps, lambda s: _pg_execute(cur, s))
+
+    def close(self) -> None:
+        self.pool.close()
+
+
+class AsyncPostgresRunner:
+    """Runs plans on a psycopg `AsyncConnectionPool`, one transaction per plan.
+
+    The pool opens on first use, inside the running event loop."""
+
+    dialect: Dialect = POSTGRES
+
+    def __init__(self, url: str, *, min_size: int = 1, max_size: int = 4) -> None:
+        from psycopg_pool import AsyncConnectionPool
+
+        self.pool = AsyncConnectionPool(
+            url, min_size=min_size, max_size=max_size, open=False, name="jobvisor"
+        )
+        self._opened = False
+
+    async def open(self) -> None:
+        if not self._opened:
+            self._opened = True
+            await self.pool.open(wait=False)
+
+    async def run(self, plan: Plan[T]) -> T:
+        if plan.conn is not None:
+            async with plan.conn.cursor() as cur:
+                return await self._drive(cur, plan.steps)
+        await self.open()
+        async with self.pool.connection() as conn, conn.cursor() as cur:
+            return await self._drive(cur, plan.steps)
+
+    @staticmethod
+    async def _drive(cur: Any, steps: Steps[T]) -> T:
+        result: Any = None
+        try:
+            while True:
+                stmt = steps.send(result)
+                if stmt.fetch == "copy":
+                    async with cur.copy(stmt.sql) as copy:
+                        for row in stmt.rows:
+                            await copy.write_row(row)
+                    result = None
+                elif stmt.fetch == "commit":
+                    await cur.connection.commit()
+                elif stmt.fetch == "script":
+                    await cur.execute(stmt.sql)
+                else:
+                    await cur.execute(stmt.sql, stmt.params)
+                    if stmt.fetch == "all":
+                        result = await cur.fetchall()
+                    elif stmt.fetch == "one":
+                        result = await cur.fetchone()
+                    else:
+                        result = cur.rowcount
+        except StopIteration as stop:
+            return stop.value  # type: ignore[no-any-return]
+
+    async def close(self) -> None:
+        await self.pool.close()
+
+
+# --- SQLite -------------------------------------------------------------------
+
+
+def split_script(script: str) -> Iterable[str]:
+    """The statements of a migration file, for sqlite3 (whose executescript
+    would commit the surrounding transaction)."""
+    buffer = ""
+    for line in script.splitlines(keepends=True):
+        buffer += line
+        if sqlite3.complete_statement(buffer):
+            statement = buffer.strip()
+            buffer = ""
+            if statement.rstrip(";").strip() and not _only_comments(statement):
+                yield statement
+    if buffer.strip() and not _only_comments(buffer):
+        yield buffer
+
+
+def _only_comments(text: str) -> bool:
+    return all(not ln.strip() or ln.strip().startswith("--") for ln in text.splitlines())
+
+
+def _sqlite_execute(conn: sqlite3.Connection, stmt: Stmt, *, own: bool) -> Any:
+    fetch = stmt.fetch
+    if fetch == "script":
+        for statement in split_script(stmt.sql):
+            conn.execute(statement)
+        return None
+    if fetch == "commit":
+        if own:
+            conn.execute("COMMIT")
+            conn.execute("BEGIN IMMEDIATE")
+        return None
+    if fetch == "copy":
+        conn.executemany(stmt.sql, stmt.rows)
+        return None
+    cur = conn.execute(stmt.sql, stmt.params or {})
+    if fetch == "all":
+        return cur.fetchall()
+    if fetch == "one":
+        return cur.fetchone()
+    return cur.rowcount
+
+
+class SqliteRunner:
+    """Runs plans on one `sqlite3` connection in WAL mode, one at a time.
+
+    Each plan is one transaction; writers begin with BEGIN IMMEDIATE so two
+    processes never both read-then-upgrade, and wait up to `busy_timeout`
+    seconds for the write lock."""
+
+    dialect: Dialect = SQLITE
+
+    def __init__(self, path: str, *, busy_timeout: float = 10.0) -> None:
+        self.path = path
+        self.busy_timeout = busy_timeout
+        self._lock = threading.Lock()
+        self._conn: sqlite3.Connection | None = None
+
+    def connect(self) -> sqlite3.Connection:
+        """A new connection configured as jobvisor needs it (WAL, busy timeout)."""
+        conn = sqlite3.connect(
+            self.path, timeout=self.busy_timeout, isolation_level=None, check_same_thread=False
+        )
+        conn.execute("PRAGMA journal_mode=WAL")
+        conn.execute("PRAGMA synchronous=NORMAL")
+        return conn
+
+    def run(self, plan: Plan[T]) -> T:
+        if plan.conn is not None:
+            caller: sqlite3.Connection = plan.conn
+            return drive(plan.steps, lambda s: _sqlite_execute(caller, s, own=False))
+        with self._lock:
+            if self._conn is None:
+                self._conn = self.connect()
+            conn = self._conn
+            conn.execute("BEGIN IMMEDIATE" if plan.write else "BEGIN")
+            try:
+                result = drive(plan.steps, lambda s: _sqlite_execute(conn, s, own=True))
+            except BaseException:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                raise
+            conn.execute("COMMIT")
+            return result
+
+    def close(self) -> None:
+        with self._lock:
+            if self._conn is not None:
+                self._conn.close()
+                self._conn = None
+
+
+class AsyncSqliteRunner:
+    """The SQLite runner for async callers: each plan runs in a worker thread,
+    so the event loop never waits on SQLite's locks or disk."""
+
+    def __init__(self, path: str, *, busy_timeout: float = 10.0) -> None:
+        self.sync = SqliteRunner(path, busy_timeout=busy_timeout)
+        self.dialect: Dialect = SQLITE
+
+    async def run(self, plan: Plan[T]) -> T:
+        if plan.conn is not None:
+            return self.sync.run(plan)
+        return await asyncio.to_thread(self.sync.run, plan)
+
+    async def close(self) -> None:
+        await asyncio.to_thread(self.sync.close)

@@ -1,0 +1,37 @@
+"""Exceptions raised by the queue. Every one derives from `JobvisorError`."""
+
+from __future__ import annotations
+
+import uuid
+
+
+class JobvisorError(Exception):
+    """Base class of every error jobvisor raises on purpose."""
+
+
+class InvalidArgument(JobvisorError, ValueError):
+    """A call was refused before anything was written; the message names the value."""
+
+
+class JobNotFound(JobvisorError, LookupError):
+    """No job with this id exists (or none in the status the call needs)."""
+
+    def __init__(self, job_id: uuid.UUID | str, detail: str = "") -> None:
+        self.job_id = job_id
+        super().__init__(f"job {job_id} not found{': ' + detail if detail else ''}")
+
+
+class LeaseLost(JobvisorError):
+    """The caller no longer holds the job's claim; nothing was changed.
+
+    The lease expired and the reaper took the job back, or another worker
+    claimed it since. The job's outcome belongs to whoever holds it now.
+    """
+
+    def __init__(self, job_id: uuid.UUID) -> None:
+        self.job_id = job_id
+        super().__init__(f"lease lost on job {job_id}: it is no longer held by this claim")
+
+
+class MissingCorrelationId(JobvisorError):
+    """The queue requires a correlation id and the enqueue had none."""

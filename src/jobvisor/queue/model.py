@@ -1,0 +1,269 @@
+"""The job model: statuses, the `Job` row as workers see it, enqueue requests,
+retry policies and the status summary."""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import enum
+import json
+import math
+import os
+import random
+import time
+import uuid
+from collections.abc import Mapping
+from typing import Any
+
+from .errors import InvalidArgument
+
+UTC = dt.timezone.utc
+DEFAULT_QUEUE = "default"
+DEFAULT_MAX_ATTEMPTS = 20
+
+
+class JobStatus(enum.StrEnum):
+    PENDING = "pending"
+    RUNNING = "running"
+    RETRYABLE = "retryable"
+    COMPLETED = "completed"
+    DEAD = "dead"
+    CANCELLED = "cancelled"
+
+    @property
+    def terminal(self) -> bool:
+        return self in TERMINAL
+
+
+TERMINAL = frozenset({JobStatus.COMPLETED, JobStatus.DEAD, JobStatus.CANCELLED})
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Job:
+    """A job as read from the database. `claim_token` is set while it runs."""
+
+    id: uuid.UUID
+    queue: str
+    job_type: str
+    payload: Any
+    priority: int
+    run_at: dt.datetime
+    status: JobStatus
+    attempts: int
+    max_attempts: int
+    last_error: str | None
+    correlation_id: str | None
+    dedupe_key: str | None
+    lease_expires_at: dt.datetime | None
+    claim_token: uuid.UUID | None
+    worker_id: str | None
+    created_at: dt.datetime
+    started_at: dt.datetime | None
+    finished_at: dt.datetime | None
+
+    @property
+    def attempts_left(self) -> int:
+        return self.max_attempts - self.attempts
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class RetryPolicy:
+    """Exponential backoff with full jitter: attempt n waits up to base * 2**(n-1),
+    capped at `cap` seconds, and at least `base * (1 - jitter)` of that."""
+
+    base: float = 1.0
+    cap: float = 3600.0
+    jitter: float = 0.5
+
+    def __post_init__(self) -> None:
+        if not (self.base >= 0 and math.isfinite(self.base)):
+            raise InvalidArgument(f"RetryPolicy base={self.base!r}: expected seconds >= 0")
+        if not (self.cap >= self.base and math.isfinite(self.cap)):
+            raise InvalidArgument(f"RetryPolicy cap={self.cap!r}: expected seconds >= base")
+        if not 0 <= self.jitter <= 1:
+            raise InvalidArgument(f"RetryPolicy jitter={self.jitter!r}: expected 0..1")
+
+    def delay(self, attempt: int) -> float:
+        """Seconds to wait after failed attempt number `attempt` (1-based)."""
+        raw = min(self.cap, self.base * 2.0 ** max(0, min(attempt - 1, 62)))
+        return raw * (1.0 - self.jitter * random.random())
+
+
+DEFAULT_RETRY = RetryPolicy()
+
+
+def new_job_id() -> uuid.UUID:
+    """A version 7 UUID: 48 bits of Unix milliseconds, then randomness, so ids
+    sort by creation time and the primary key index stays append-mostly."""
+    ms = time.time_ns() // 1_000_000
+    rand = int.from_bytes(os.urandom(10), "big")
+    value = (ms & ((1 << 48) - 1)) << 80
+    value |= 0x7 << 76
+    value |= ((rand >> 62) & 0xFFF) << 64
+    value |= 0b10 << 62
+    value |= rand & ((1 << 62) - 1)
+    return uuid.UUID(int=value)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class NewJob:
+    """A validated enqueue request. Construct through `NewJob.build`."""
+
+    id: uuid.UUID
+    job_type: str
+    payload_json: str
+    queue: str
+    priority: int
+    run_at: dt.datetime | None
+    delay: float | None
+    max_attempts: int
+    dedupe_key: str | None
+    correlation_id: str | None
+
+    @classmethod
+    def build(
+        cls,
+        job_type: str,
+        payload: Any = None,
+        *,
+        queue: str = DEFAULT_QUEUE,
+        priority: int = 0,
+        run_at: dt.datetime | None = None,
+        delay: float | dt.timedelta | None = None,
+        max_attempts: int = DEFAULT_MAX_ATTEMPTS,
+        dedupe_key: str | None = None,
+        correlation_id: str | None = None,
+    ) -> NewJob:
+        """Check every argument and raise `InvalidArgument` naming the bad one."""
+        if not isinstance(job_type, str) or not job_type.strip():
+            raise InvalidArgument(f"job_type={job_type!r}: expected a non-empty string")
+        if not isinstance(queue, str) or not queue.strip():
+            raise InvalidArgument(f"queue={queue!r}: expected a non-empty string")
+        if isinstance(priority, bool) or not isinstance(priority, int):
+            raise InvalidArgument(f"priority={priority!r}: expected an integer")
+        if not -(2**31) <= priority < 2**31:
+            raise InvalidArgument(f"priority={priority!r}: expected a 32-bit integer")
+        if isinstance(max_attempts, bool) or not isinstance(max_attempts, int):
+            raise InvalidArgument(f"max_attempts={max_attempts!r}: expected an integer >= 1")
+        if not 1 <= max_attempts < 2**31:
+            raise InvalidArgument(f"max_attempts={max_attempts!r}: expected an integer >= 1")
+        if run_at is not None and delay is not None:
+            raise InvalidArgument(
+                f"run_at={run_at!r} and delay={delay!r}: expected at most one of them"
+            )
+        if run_at is not None:
+            if not isinstance(run_at, dt.datetime):
+                raise InvalidArgument(f"run_at={run_at!r}: expected a datetime")
+            if run_at.tzinfo is None or run_at.utcoffset() is None:
+                raise InvalidArgument(
+                    f"run_at={run_at!r}: expected a timezone-aware datetime, got a naive one"
+                )
+        seconds: float | None = None
+        if delay is not None:
+            if isinstance(delay, dt.timedelta):
+                seconds = delay.total_seconds()
+            elif isinstance(delay, int | float) and not isinstance(delay, bool):
+                seconds = float(delay)
+            else:
+                raise InvalidArgument(f"delay={delay!r}: expected seconds or a timedelta")
+            if not (seconds >= 0 and math.isfinite(seconds)):
+                raise InvalidArgument(f"delay={delay!r}: expected a non-negative duration")
+        for name, value in (("dedupe_key", dedupe_key), ("correlation_id", correlation_id)):
+            if value is not None and (not isinstance(value, str) or not value):
+                raise InvalidArgument(f"{name}={value!r}: expected a non-empty string or None")
+        try:
+            payload_json = json.dumps(
+                {} if payload is None else payload, separators=(",", ":"), allow_nan=False
+            )
+        except (TypeError, ValueError) as exc:
+            raise InvalidArgument(
+                f"payload={_short(payload)}: expected a JSON-serialisable value ({exc})"
+            ) from None
+        return cls(
+            id=new_job_id(),
+            job_type=job_type,
+            payload_json=payload_json,
+            queue=queue,
+            priority=priority,
+            run_at=run_at.astimezone(UTC) if run_at is not None else None,
+            delay=seconds,
+            max_attempts=max_attempts,
+            dedupe_key=dedupe_key,
+            correlation_id=correlation_id,
+        )
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+@dataclasses.dataclass(frozen=True, slots=True, order=True)
+class SummaryRow:
+    queue: str
+    status: JobStatus
+    count: int
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Summary:
+    """Job counts by queue and status, and the age of each queue's oldest
+    claimable job (seconds, from the database clock)."""
+
+    rows: tuple[SummaryRow, ...]
+    oldest_pending_age: Mapping[str, float]
+
+    def count(self, status: JobStatus | str | None = None, queue: str | None = None) -> int:
+        return sum(
+            r.count
+            for r in self.rows
+            if (status is None or r.status == status) and (queue is None or r.queue == queue)
+        )
+
+    def by_status(self) -> dict[JobStatus, int]:
+        return {s: self.count(s) for s in JobStatus}
+
+    @property
+    def total(self) -> int:
+        return self.count()
+
+    def to_dict(self) -> dict[str, Any]:
+        queues: dict[str, dict[str, Any]] = {}
+        for r in self.rows:
+            entry = queues.setdefault(r.queue, {s.value: 0 for s in JobStatus})
+            entry[r.status.value] = r.count
+        for name, entry in queues.items():
+            entry["oldest_pending_age_seconds"] = self.oldest_pending_age.get(name)
+        return {"queues": queues, "total": self.total}
+
+    def __str__(self) -> str:
+        statuses = list(JobStatus)
+        header = ["queue", *[s.value for s in statuses], "oldest pending"]
+        names = sorted({r.queue for r in self.rows})
+        table: list[list[str]] = [header]
+        for name in names:
+            age = self.oldest_pending_age.get(name)
+            table.append(
+                [name, *[str(self.count(s, name)) for s in statuses], _age(age)]
+            )
+        table.append(["total", *[str(self.count(s)) for s in statuses], ""])
+        widths = [max(len(row[i]) for row in table) for i in range(len(header))]
+        lines = []
+        for i, row in enumerate(table):
+            cells = [row[0].ljust(widths[0])] + [
+                c.rjust(w) for c, w in zip(row[1:], widths[1:], strict=True)
+            ]
+            lines.append("  ".join(cells).rstrip())
+            if i == 0 or i == len(table) - 2:
+                lines.append("  ".join("-" * w for w in widths))
+        return "\n".join(lines)
+
+
+def _age(seconds: float | None) -> str:
+    if seconds is None:
+        return "-"
+    if seconds < 120:
+        return f"{seconds:.1f}s"
+    if seconds < 7200:
+        return f"{seconds / 60:.1f}m"
+    return f"{seconds / 3600:.1f}h"

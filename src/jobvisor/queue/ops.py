@@ -1,0 +1,688 @@
+"""Every queue operation, written once for both engines and both faces.
+
+Each function checks its arguments (raising `InvalidArgument` before anything
+is written) and returns a `Plan`: a generator of statements that a runner
+drives inside one transaction. Every change of a job's status is a single
+guarded statement; nothing here reads a row and then writes it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import math
+import uuid
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from importlib import resources
+from typing import Any
+
+from .correlation import current_correlation_id, new_correlation_id
+from .engine import COMMIT, Dialect, Plan, Steps, Stmt
+from .errors import InvalidArgument, JobNotFound, LeaseLost, MissingCorrelationId
+from .model import (
+    DEFAULT_QUEUE,
+    DEFAULT_RETRY,
+    TERMINAL,
+    Job,
+    JobStatus,
+    NewJob,
+    RetryPolicy,
+    Summary,
+    SummaryRow,
+)
+
+DEFAULT_LEASE = 30.0
+DEFAULT_CLEANUP_BATCH = 1000
+DEAD_LIST_DEFAULT = 100
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Ctx:
+    """What every operation needs: the engine's dialect and the queue's settings."""
+
+    dialect: Dialect
+    clock: Callable[[], dt.datetime] | None = None
+    require_correlation_id: bool = False
+    retry: Mapping[str, RetryPolicy] = dataclasses.field(default_factory=dict)
+    default_retry: RetryPolicy = DEFAULT_RETRY
+    lease: float = DEFAULT_LEASE
+
+    def now(self) -> Any:
+        """The injected clock's time in the engine's form, or None for the database's."""
+        return None if self.clock is None else self.dialect.time(self.clock())
+
+    def retry_policy(self, job_type: str) -> RetryPolicy:
+        return self.retry.get(job_type, self.default_retry)
+
+
+def _seconds(name: str, value: float | dt.timedelta, *, positive: bool = False) -> float:
+    if isinstance(value, dt.timedelta):
+        seconds = value.total_seconds()
+    elif isinstance(value, int | float) and not isinstance(value, bool):
+        seconds = float(value)
+    else:
+        raise InvalidArgument(f"{name}={value!r}: expected seconds or a timedelta")
+    if not math.isfinite(seconds) or seconds < 0 or (positive and seconds == 0):
+        kind = "positive" if positive else "non-negative"
+        raise InvalidArgument(f"{name}={value!r}: expected a {kind} duration")
+    return seconds
+
+
+def _names(name: str, values: Iterable[str] | None) -> list[str] | None:
+    if values is None:
+        return None
+    if isinstance(values, str):
+        raise InvalidArgument(f"{name}={values!r}: expected a list of names, not one string")
+    items = list(values)
+    for item in items:
+        if not isinstance(item, str) or not item:
+            raise InvalidArgument(f"{name}: {item!r} is not a non-empty name")
+    return items or None
+
+
+def _job_id(value: uuid.UUID | str) -> uuid.UUID:
+    if isinstance(value, uuid.UUID):
+        return value
+    try:
+        return uuid.UUID(str(value))
+    except ValueError:
+        raise InvalidArgument(f"job id {value!r}: expected a UUID") from None
+
+
+def _held(name: str, jobs: Sequence[Job]) -> None:
+    for job in jobs:
+        if not isinstance(job, Job) or job.claim_token is None:
+            raise InvalidArgument(f"{name}: {job!r} is not a claimed job")
+
+
+def _with_correlation(ctx: Ctx, job: NewJob) -> NewJob:
+    if job.correlation_id is not None:
+        return job
+    correlation_id = current_correlation_id()
+    if correlation_id is None:
+        if ctx.require_correlation_id:
+            raise MissingCorrelationId(
+                f"enqueue of {job.job_type!r}: this queue requires a correlation id and "
+                "none was given or set in the context"
+            )
+        correlation_id = new_correlation_id()
+    return dataclasses.replace(job, correlation_id=correlation_id)
+
+
+# --- schema -------------------------------------------------------------------
+
+
+def migration_files(engine: str) -> list[tuple[int, str, str]]:
+    """(version, name, sql) of every migration shipped for an engine, in order."""
+    folder = resources.files("jobvisor.queue").joinpath("migrations", engine)
+    found = []
+    for entry in folder.iterdir():
+        if entry.name.endswith(".sql"):
+            version = int(entry.name.split("_", 1)[0])
+            found.append((version, entry.name, entry.read_text(encoding="utf-8")))
+    return sorted(found)
+
+
+def migrate(ctx: Ctx) -> Plan[list[int]]:
+    """Apply every migration not yet recorded, under a lock, in one transaction.
+    Returns the versions applied by this call (empty when already current)."""
+    sql = ctx.dialect.sql
+
+    def steps() -> Steps[list[int]]:
+        yield Stmt(sql.MIGRATION_LOCK, fetch="all")
+        yield Stmt(sql.MIGRATIONS_TABLE_CREATE)
+        applied = {row[0] for row in (yield Stmt(sql.MIGRATIONS_APPLIED, fetch="all"))}
+        done = []
+        for version, name, script in migration_files(ctx.dialect.name):
+            if version in applied:
+                continue
+            yield Stmt(script, fetch="script")
+            yield Stmt(sql.MIGRATION_RECORD, {"version": version, "name": name})
+            done.append(version)
+        return done
+
+    return Plan(steps())
+
+
+def schema_version(ctx: Ctx) -> Plan[int]:
+    """The highest applied migration version (0 for an empty database)."""
+    sql = ctx.dialect.sql
+
+    def steps() -> Steps[int]:
+        yield Stmt(sql.MIGRATIONS_TABLE_CREATE)
+        rows = yield Stmt(sql.MIGRATIONS_APPLIED, fetch="all")
+        return max((r[0] for r in rows), default=0)
+
+    return Plan(steps())
+
+
+# --- enqueue ------------------------------------------------------------------
+
+
+def _insert_one(ctx: Ctx, job: NewJob) -> Steps[uuid.UUID]:
+    d = ctx.dialect
+    params = {
+        "id": d.id(job.id),
+        "queue": job.queue,
+        "job_type": job.job_type,
+        "payload": job.payload_json,
+        "priority": job.priority,
+        "run_at": d.time(job.run_at),
+        "delay": job.delay,
+        "max_attempts": job.max_attempts,
+        "dedupe_key": job.dedupe_key,
+        "correlation_id": job.correlation_id,
+        "now": ctx.now(),
+    }
+    while True:
+        row = yield Stmt(d.sql.JOB_INSERT, params, fetch="one")
+        if row is not None:
+            return d.id_out(row[0])
+        existing = yield Stmt(
+            d.sql.JOB_GET_LIVE_BY_DEDUPE_KEY, {"dedupe_key": job.dedupe_key}, fetch="one"
+        )
+        if existing is not None:
+            return d.id_out(existing[0])
+        # The live holder of the key finished in between: insert again.
+
+
+def enqueue(
+    ctx: Ctx,
+    job_type: str,
+    payload: Any = None,
+    *,
+    queue: str = DEFAULT_QUEUE,
+    priority: int = 0,
+    run_at: dt.datetime | None = None,
+    delay: float | dt.timedelta | None = None,
+    max_attempts: int = 20,
+    dedupe_key: str | None = None,
+    correlation_id: str | None = None,
+    conn: Any = None,
+) -> Plan[uuid.UUID]:
+    """Add one job; returns its id. With `dedupe_key`, a live job with the same
+    key is returned instead and nothing is written. With `conn`, the job is
+    written in the caller's transaction and exists only if the caller commits.
+
+    The correlation id defaults to the context's (see `correlation_scope`),
+    else a new one; a queue with `require_correlation_id` refuses to invent one.
+    """
+    job = _with_correlation(
+        ctx,
+        NewJob.build(
+            job_type, payload, queue=queue, priority=priority, run_at=run_at, delay=delay,
+            max_attempts=max_attempts, dedupe_key=dedupe_key, correlation_id=correlation_id,
+        ),
+    )  # fmt: skip
+    d = ctx.dialect
+
+    def steps() -> Steps[uuid.UUID]:
+        job_id = yield from _insert_one(ctx, job)
+        if d.notifies and job.run_at is None and not job.delay:
+            yield Stmt(d.sql.JOB_NOTIFY, {"queue": job.queue}, fetch="all")
+        return job_id
+
+    return Plan(steps(), conn=conn)
+
+
+def enqueue_many(
+    ctx: Ctx, jobs: Iterable[Mapping[str, Any] | NewJob], *, conn: Any = None
+) -> Plan[list[uuid.UUID]]:
+    """Add many jobs in one transaction; returns their ids in order.
+
+    Each item is a `NewJob` or a mapping of `enqueue`'s arguments
+    (`{"job_type": "send_email", "payload": {...}, "priority": 5}`). Every item
+    is checked before anything is written. Without dedupe keys the rows go in
+    by COPY on PostgreSQL (executemany on SQLite); with them, row by row.
+    """
+    built: list[NewJob] = []
+    for index, item in enumerate(jobs):
+        if isinstance(item, NewJob):
+            job = item
+        elif isinstance(item, Mapping):
+            try:
+                job = NewJob.build(**item)
+            except TypeError as exc:
+                raise InvalidArgument(f"jobs[{index}]: {exc}") from None
+            except InvalidArgument as exc:
+                raise InvalidArgument(f"jobs[{index}]: {exc}") from None
+        else:
+            raise InvalidArgument(
+                f"jobs[{index}]={item!r}: expected a mapping of enqueue arguments"
+            )
+        built.append(_with_correlation(ctx, job))
+    d = ctx.dialect
+
+    def steps() -> Steps[list[uuid.UUID]]:
+        if not built:
+            return []
+        ids: list[uuid.UUID]
+        if any(j.dedupe_key for j in built):
+            ids = []
+            for job in built:
+                ids.append((yield from _insert_one(ctx, job)))
+        else:
+            (now,) = yield Stmt(d.sql.CLOCK_NOW, {"now": ctx.now()}, fetch="one")
+            rows = [
+                d.copy_row(
+                    j,
+                    d.time(j.run_at) if j.run_at else d.add_seconds(now, j.delay or 0.0),
+                    now,
+                )
+                for j in built
+            ]
+            yield Stmt(d.sql.JOB_COLUMNS_COPY, fetch="copy", rows=rows)
+            ids = [j.id for j in built]
+        if d.notifies:
+            for queue in sorted({j.queue for j in built}):
+                yield Stmt(d.sql.JOB_NOTIFY, {"queue": queue}, fetch="all")
+        return ids
+
+    return Plan(steps(), conn=conn)
+
+
+# --- the claim and its outcomes -----------------------------------------------
+
+
+def claim(
+    ctx: Ctx,
+    worker_id: str,
+    *,
+    queues: Iterable[str] | None = None,
+    job_types: Iterable[str] | None = None,
+    limit: int = 1,
+    lease: float | dt.timedelta | None = None,
+) -> Plan[list[Job]]:
+    """Claim up to `limit` due jobs for `worker_id`, highest priority first, then
+    oldest `run_at`, then id. Each claimed job has its attempt counted, a fresh
+    claim token and a lease of `lease` seconds from the database clock. Two
+    claimers never receive the same job. An empty or missing filter means all."""
+    if not isinstance(worker_id, str) or not worker_id:
+        raise InvalidArgument(f"worker_id={worker_id!r}: expected a non-empty string")
+    if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
+        raise InvalidArgument(f"limit={limit!r}: expected an integer >= 1")
+    seconds = ctx.lease if lease is None else _seconds("lease", lease, positive=True)
+    d = ctx.dialect
+    params = {
+        "worker_id": worker_id,
+        "queues": d.names(_names("queues", queues)),
+        "job_types": d.names(_names("job_types", job_types)),
+        "limit": limit,
+        "lease": seconds,
+        "now": ctx.now(),
+    }
+
+    def steps() -> Steps[list[Job]]:
+        rows = yield Stmt(d.sql.JOB_CLAIM, params, fetch="all")
+        jobs = [d.job(r) for r in rows]
+        jobs.sort(key=lambda j: (-j.priority, j.run_at, j.id))
+        return jobs
+
+    return Plan(steps())
+
+
+def _held_many(ctx: Ctx, sql: str, jobs: Sequence[Job], extra: dict[str, Any]) -> Plan[list[Job]]:
+    """Run a statement guarded by (id, claim token) over many jobs; returns the
+    jobs whose lease was lost (nothing changed for those)."""
+    _held("jobs", jobs)
+    d = ctx.dialect
+    params = {**d.held(jobs), "now": ctx.now(), **extra}
+
+    def steps() -> Steps[list[Job]]:
+        if not jobs:
+            return []
+        rows = yield Stmt(sql, params, fetch="all")
+        kept = {d.id_out(r[0]) for r in rows}
+        return [j for j in jobs if j.id not in kept]
+
+    return Plan(steps())
+
+
+def _raise_lost(plan: Plan[list[Job]]) -> Plan[None]:
+    def steps() -> Steps[None]:
+        lost = yield from plan.steps
+        if lost:
+            raise LeaseLost(lost[0].id)
+
+    return Plan(steps())
+
+
+def renew_many(
+    ctx: Ctx, jobs: Sequence[Job], *, lease: float | dt.timedelta | None = None
+) -> Plan[list[Job]]:
+    """Extend the lease of every job still held, in one statement; returns the
+    jobs whose lease was lost (their handlers should stop)."""
+    seconds = ctx.lease if lease is None else _seconds("lease", lease, positive=True)
+    return _held_many(ctx, ctx.dialect.sql.JOB_RENEW_MANY, jobs, {"lease": seconds})
+
+
+def renew(ctx: Ctx, job: Job, *, lease: float | dt.timedelta | None = None) -> Plan[None]:
+    """Extend one job's lease; `LeaseLost` if the claim is no longer held."""
+    return _raise_lost(renew_many(ctx, [job], lease=lease))
+
+
+def complete_many(ctx: Ctx, jobs: Sequence[Job]) -> Plan[list[Job]]:
+    """Mark every still-held job completed, in one statement; returns the jobs
+    whose lease was lost (their results are dropped, nothing changes)."""
+    return _held_many(ctx, ctx.dialect.sql.JOB_COMPLETE_MANY, jobs, {})
+
+
+def complete(ctx: Ctx, job: Job) -> Plan[None]:
+    """Mark one held job completed; `LeaseLost` if the claim is no longer held."""
+    return _raise_lost(complete_many(ctx, [job]))
+
+
+def release_many(ctx: Ctx, jobs: Sequence[Job]) -> Plan[list[Job]]:
+    """Return still-held jobs to pending now without counting the attempt (an
+    interruption that was not the job's fault); returns the jobs whose lease was lost."""
+    return _held_many(ctx, ctx.dialect.sql.JOB_RELEASE_MANY, jobs, {})
+
+
+def release(ctx: Ctx, job: Job) -> Plan[None]:
+    """Return one held job to pending, attempt not counted; `LeaseLost` if not held."""
+    return _raise_lost(release_many(ctx, [job]))
+
+
+def _held_one(ctx: Ctx, sql: str, job: Job, extra: dict[str, Any]) -> Plan[JobStatus]:
+    _held("job", [job])
+    d = ctx.dialect
+    params = {"id": d.id(job.id), "token": d.token(job), "now": ctx.now(), **extra}
+
+    def steps() -> Steps[JobStatus]:
+        row = yield Stmt(sql, params, fetch="one")
+        if row is None:
+            raise LeaseLost(job.id)
+        return JobStatus(row[0])
+
+    return Plan(steps())
+
+
+def _error_text(name: str, error: BaseException | str) -> str:
+    if isinstance(error, BaseException):
+        text = f"{type(error).__name__}: {error}" if str(error) else type(error).__name__
+    elif isinstance(error, str):
+        text = error
+    else:
+        raise InvalidArgument(f"{name}={error!r}: expected an exception or a string")
+    return text[:8000]
+
+
+def fail(
+    ctx: Ctx, job: Job, error: BaseException | str, *, retry_in: float | None = None
+) -> Plan[JobStatus]:
+    """Record a failed attempt of a held job. With attempts left it becomes
+    `retryable`, due after `retry_in` seconds or its type's backoff; otherwise
+    `dead`, keeping `error`. Returns the new status; `LeaseLost` if not held."""
+    delay = (
+        ctx.retry_policy(job.job_type).delay(job.attempts)
+        if retry_in is None
+        else _seconds("retry_in", retry_in)
+    )
+    text = _error_text("error", error)
+    return _held_one(ctx, ctx.dialect.sql.JOB_FAIL, job, {"delay": delay, "error": text})
+
+
+def snooze(ctx: Ctx, job: Job, delay: float | dt.timedelta) -> Plan[None]:
+    """Put a held job back to run after `delay`, giving its attempt back (the
+    handler asked to wait, it did not fail). `LeaseLost` if not held."""
+    seconds = _seconds("delay", delay)
+    plan = _held_one(ctx, ctx.dialect.sql.JOB_SNOOZE, job, {"delay": seconds})
+
+    def steps() -> Steps[None]:
+        yield from plan.steps
+
+    return Plan(steps())
+
+
+def cancel_held(ctx: Ctx, job: Job, reason: str = "cancelled by its handler") -> Plan[None]:
+    """A handler gives its held job up for good: `cancelled`, never retried."""
+    plan = _held_one(ctx, ctx.dialect.sql.JOB_CANCEL_HELD, job, {"error": _error_text("reason", reason)})
+
+    def steps() -> Steps[None]:
+        yield from plan.steps
+
+    return Plan(steps())
+
+
+# --- recovery -----------------------------------------------------------------
+
+
+def reap_expired(ctx: Ctx, *, policy: RetryPolicy | None = None) -> Plan[int]:
+    """Take back every running job whose lease has expired: `retryable` with
+    backoff (the attempt stays counted), or `dead` when its attempts are spent.
+    One statement guarded by the lease, so a job renewed or completed in between
+    is never touched. Returns how many were taken back."""
+    p = policy or ctx.default_retry
+    params = {"now": ctx.now(), "base": p.base, "cap": p.cap, "jitter": p.jitter}
+    sql = ctx.dialect.sql.JOB_REAP_EXPIRED
+
+    def steps() -> Steps[int]:
+        rows = yield Stmt(sql, params, fetch="all")
+        return len(rows)
+
+    return Plan(steps())
+
+
+def release_worker(ctx: Ctx, worker_id: str, *, error: str | None = None) -> Plan[int]:
+    """Requeue at once every job `worker_id` still holds (its process died): due
+    now with the attempt counted, or `dead` when attempts are spent. Returns the count."""
+    if not isinstance(worker_id, str) or not worker_id:
+        raise InvalidArgument(f"worker_id={worker_id!r}: expected a non-empty string")
+    params = {
+        "worker_id": worker_id,
+        "error": error or f"worker {worker_id} exited while running the job",
+        "now": ctx.now(),
+    }
+    sql = ctx.dialect.sql.JOB_RELEASE_WORKER
+
+    def steps() -> Steps[int]:
+        rows = yield Stmt(sql, params, fetch="all")
+        return len(rows)
+
+    return Plan(steps())
+
+
+# --- retention and reporting --------------------------------------------------
+
+Retention = float | dt.timedelta | Mapping[JobStatus | str, float | dt.timedelta | None]
+
+
+def cleanup(ctx: Ctx, older_than: Retention, *, batch_size: int = DEFAULT_CLEANUP_BATCH) -> Plan[int]:
+    """Delete terminal jobs finished more than `older_than` ago, in batches of
+    `batch_size` (each its own transaction, so no long lock). `older_than` is one
+    age for every terminal status or a mapping per status (a status left out, or
+    mapped to None, is kept). Returns how many were deleted."""
+    if isinstance(older_than, Mapping):
+        ages: dict[JobStatus, float] = {}
+        for key, value in older_than.items():
+            try:
+                status = JobStatus(key)
+            except ValueError:
+                raise InvalidArgument(f"older_than: {key!r} is not a job status") from None
+            if status not in TERMINAL:
+                raise InvalidArgument(
+                    f"older_than: {status.value!r} is not terminal; expected completed, dead "
+                    "or cancelled"
+                )
+            if value is not None:
+                ages[status] = _seconds(f"older_than[{status.value}]", value)
+    else:
+        age = _seconds("older_than", older_than)
+        ages = {s: age for s in sorted(TERMINAL)}
+    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+        raise InvalidArgument(f"batch_size={batch_size!r}: expected an integer >= 1")
+    sql = ctx.dialect.sql.JOB_DELETE_FINISHED
+    now = ctx.now()
+
+    def steps() -> Steps[int]:
+        total = 0
+        for status, age in ages.items():
+            while True:
+                params = {"status": status.value, "age": age, "limit": batch_size, "now": now}
+                deleted: int = yield Stmt(sql, params)
+                total += deleted
+                yield COMMIT
+                if deleted < batch_size:
+                    break
+        return total
+
+    return Plan(steps())
+
+
+def summary(ctx: Ctx) -> Plan[Summary]:
+    """Counts by queue and status, and each queue's oldest due job's age."""
+    sql = ctx.dialect.sql
+    now = ctx.now()
+
+    def steps() -> Steps[Summary]:
+        rows = yield Stmt(sql.JOB_COUNT_BY_QUEUE_STATUS, {}, fetch="all")
+        ages = yield Stmt(sql.JOB_OLDEST_DUE_AGE, {"now": now}, fetch="all")
+        return Summary(
+            rows=tuple(
+                sorted(SummaryRow(r[0], JobStatus(r[1]), int(r[2])) for r in rows)
+            ),
+            oldest_pending_age={r[0]: max(0.0, float(r[1])) for r in ages},
+        )
+
+    return Plan(steps(), write=False)
+
+
+def get(ctx: Ctx, job_id: uuid.UUID | str) -> Plan[Job]:
+    """One job by id; `JobNotFound` if there is none."""
+    jid = _job_id(job_id)
+    d = ctx.dialect
+
+    def steps() -> Steps[Job]:
+        row = yield Stmt(d.sql.JOB_GET, {"id": d.id(jid)}, fetch="one")
+        if row is None:
+            raise JobNotFound(jid)
+        return d.job(row)
+
+    return Plan(steps(), write=False)
+
+
+def _refused(ctx: Ctx, jid: uuid.UUID, wanted: str) -> Steps[None]:
+    """Raise JobNotFound saying why a guarded change matched no row."""
+    d = ctx.dialect
+    row = yield Stmt(d.sql.JOB_STATUS, {"id": d.id(jid)}, fetch="one")
+    if row is None:
+        raise JobNotFound(jid)
+    raise JobNotFound(jid, f"it is {row[0]}, not {wanted}")
+
+
+def cancel(ctx: Ctx, job_id: uuid.UUID | str) -> Plan[None]:
+    """Cancel a job that is pending or retryable; it will never run. A job that
+    is running or finished raises `JobNotFound` saying its status."""
+    jid = _job_id(job_id)
+    d = ctx.dialect
+
+    def steps() -> Steps[None]:
+        row = yield Stmt(d.sql.JOB_CANCEL, {"id": d.id(jid), "now": ctx.now()}, fetch="one")
+        if row is None:
+            yield from _refused(ctx, jid, "pending or retryable")
+
+    return Plan(steps())
+
+
+# --- dead jobs ----------------------------------------------------------------
+
+
+def dead_list(ctx: Ctx, limit: int = DEAD_LIST_DEFAULT, *, job_type: str | None = None) -> Plan[list[Job]]:
+    """Dead jobs, oldest first; a non-positive limit means 100."""
+    if isinstance(limit, bool) or not isinstance(limit, int):
+        raise InvalidArgument(f"limit={limit!r}: expected an integer")
+    d = ctx.dialect
+    params = {
+        "status": JobStatus.DEAD.value,
+        "job_type": job_type,
+        "limit": limit if limit > 0 else DEAD_LIST_DEFAULT,
+    }
+
+    def steps() -> Steps[list[Job]]:
+        rows = yield Stmt(d.sql.JOB_LIST_BY_STATUS, params, fetch="all")
+        return [d.job(r) for r in rows]
+
+    return Plan(steps(), write=False)
+
+
+def dead_count(ctx: Ctx) -> Plan[int]:
+    """How many jobs are dead."""
+    sql = ctx.dialect.sql.JOB_COUNT_BY_STATUS
+
+    def steps() -> Steps[int]:
+        row = yield Stmt(sql, {"status": JobStatus.DEAD.value}, fetch="one")
+        return int(row[0])
+
+    return Plan(steps(), write=False)
+
+
+def dead_get(ctx: Ctx, job_id: uuid.UUID | str) -> Plan[Job]:
+    """One dead job; `JobNotFound` if no dead job has this id."""
+    inner = get(ctx, job_id)
+
+    def steps() -> Steps[Job]:
+        job = yield from inner.steps
+        if job.status != JobStatus.DEAD:
+            raise JobNotFound(job.id, f"it is {job.status.value}, not dead")
+        return job
+
+    return Plan(steps(), write=False)
+
+
+def dead_requeue(
+    ctx: Ctx, job_id: uuid.UUID | str, run_at: dt.datetime | None = None
+) -> Plan[None]:
+    """A dead job back to pending with its attempts reset, due at `run_at` or now."""
+    jid = _job_id(job_id)
+    if run_at is not None and (not isinstance(run_at, dt.datetime) or run_at.tzinfo is None):
+        raise InvalidArgument(f"run_at={run_at!r}: expected a timezone-aware datetime")
+    d = ctx.dialect
+    params = {"id": d.id(jid), "run_at": d.time(run_at), "now": ctx.now()}
+
+    def steps() -> Steps[None]:
+        row = yield Stmt(d.sql.JOB_REQUEUE_DEAD, params, fetch="one")
+        if row is None:
+            yield from _refused(ctx, jid, "dead")
+        elif d.notifies:
+            yield Stmt(d.sql.JOB_NOTIFY, {"queue": row[0]}, fetch="all")
+
+    return Plan(steps())
+
+
+def dead_discard(ctx: Ctx, job_id: uuid.UUID | str) -> Plan[None]:
+    """Delete one dead job for good."""
+    jid = _job_id(job_id)
+    d = ctx.dialect
+
+    def steps() -> Steps[None]:
+        row = yield Stmt(d.sql.JOB_DELETE_DEAD, {"id": d.id(jid)}, fetch="one")
+        if row is None:
+            yield from _refused(ctx, jid, "dead")
+
+    return Plan(steps())
+
+
+# --- leadership ---------------------------------------------------------------
+
+
+def leader_attempt_elect(ctx: Ctx, name: str, holder: str, *, ttl: float) -> Plan[bool]:
+    """Take or keep the leadership `name` for `ttl` seconds; True if `holder` leads."""
+    params = {"name": name, "holder": holder, "ttl": _seconds("ttl", ttl, positive=True),
+              "now": ctx.now()}  # fmt: skip
+    sql = ctx.dialect.sql.LEADER_ATTEMPT_ELECT
+
+    def steps() -> Steps[bool]:
+        row = yield Stmt(sql, params, fetch="one")
+        return row is not None
+
+    return Plan(steps())
+
+
+def leader_resign(ctx: Ctx, name: str, holder: str) -> Plan[None]:
+    """Give up the leadership at once, if `holder` has it."""
+    sql = ctx.dialect.sql.LEADER_RESIGN
+
+    def steps() -> Steps[None]:
+        yield Stmt(sql, {"name": name, "holder": holder})
+
+    return Plan(steps())

@@ -1,0 +1,258 @@
+"""Every statement the PostgreSQL engine runs. The SQLite module defines the
+same names. `%(now)s` is the injected clock: NULL means the database's own.
+
+Values are always parameters; no statement is built at run time."""
+
+from typing import Final, LiteralString
+
+MIGRATION_LOCK: Final[LiteralString] = (
+    # Serialise concurrent migrate() calls for the rest of the transaction.
+    "SELECT pg_advisory_xact_lock(7428930915630210)"
+)
+
+MIGRATIONS_TABLE_CREATE: Final[LiteralString] = (
+    # The record of applied schema versions.
+    "CREATE TABLE IF NOT EXISTS jobvisor_migrations ("
+    " version integer PRIMARY KEY, name text NOT NULL,"
+    " applied_at timestamptz NOT NULL DEFAULT now())"
+)
+
+MIGRATIONS_APPLIED: Final[LiteralString] = (
+    # Versions already applied.
+    "SELECT version FROM jobvisor_migrations ORDER BY version"
+)
+
+MIGRATION_RECORD: Final[LiteralString] = (
+    # Record one applied version.
+    "INSERT INTO jobvisor_migrations (version, name) VALUES (%(version)s, %(name)s)"
+)
+
+CLOCK_NOW: Final[LiteralString] = (
+    # The time every other statement of this transaction would use.
+    "SELECT coalesce(%(now)s::timestamptz, now())"
+)
+
+JOB_COLUMNS_COPY: Final[LiteralString] = (
+    # Bulk insert; rows carry every column JOB_INSERT sets.
+    "COPY jobvisor_jobs (id, queue, job_type, payload, priority, run_at, max_attempts,"
+    " dedupe_key, correlation_id, created_at) FROM STDIN"
+)
+
+JOB_INSERT: Final[LiteralString] = (
+    # Insert one job unless a live job has its dedupe key; returns the new id or nothing.
+    "INSERT INTO jobvisor_jobs (id, queue, job_type, payload, priority, run_at,"
+    " max_attempts, dedupe_key, correlation_id, created_at)"
+    " VALUES (%(id)s, %(queue)s, %(job_type)s, %(payload)s::jsonb, %(priority)s,"
+    " coalesce(%(run_at)s::timestamptz, coalesce(%(now)s::timestamptz, now())"
+    "   + coalesce(%(delay)s::float8, 0) * interval '1 second'),"
+    " %(max_attempts)s, %(dedupe_key)s, %(correlation_id)s,"
+    " coalesce(%(now)s::timestamptz, now()))"
+    " ON CONFLICT (dedupe_key) WHERE dedupe_key IS NOT NULL"
+    "   AND status IN ('pending', 'running', 'retryable') DO NOTHING"
+    " RETURNING id"
+)
+
+JOB_GET_LIVE_BY_DEDUPE_KEY: Final[LiteralString] = (
+    # The live job holding a dedupe key.
+    "SELECT id FROM jobvisor_jobs WHERE dedupe_key = %(dedupe_key)s"
+    " AND status IN ('pending', 'running', 'retryable')"
+)
+
+JOB_NOTIFY: Final[LiteralString] = (
+    # Wake idle workers; identical notifications in one transaction are sent once.
+    "SELECT pg_notify('jobvisor', %(queue)s)"
+)
+
+JOB_CLAIM: Final[LiteralString] = (
+    # Claim up to `limit` due jobs in priority order, skipping rows others hold.
+    "WITH picked AS ("
+    " SELECT id FROM jobvisor_jobs"
+    " WHERE status IN ('pending', 'retryable')"
+    "   AND run_at <= coalesce(%(now)s::timestamptz, now())"
+    "   AND (%(queues)s::text[] IS NULL OR queue = ANY(%(queues)s::text[]))"
+    "   AND (%(job_types)s::text[] IS NULL OR job_type = ANY(%(job_types)s::text[]))"
+    " ORDER BY priority DESC, run_at, id"
+    " LIMIT %(limit)s FOR UPDATE SKIP LOCKED)"
+    " UPDATE jobvisor_jobs AS j SET status = 'running', attempts = j.attempts + 1,"
+    " claim_token = gen_random_uuid(), worker_id = %(worker_id)s,"
+    " lease_expires_at = coalesce(%(now)s::timestamptz, now())"
+    "   + %(lease)s::float8 * interval '1 second',"
+    " started_at = coalesce(%(now)s::timestamptz, now())"
+    " FROM picked WHERE j.id = picked.id"
+    " RETURNING j.id, j.queue, j.job_type, j.payload, j.priority, j.run_at, j.status,"
+    " j.attempts, j.max_attempts, j.last_error, j.correlation_id, j.dedupe_key,"
+    " j.lease_expires_at, j.claim_token, j.worker_id, j.created_at, j.started_at,"
+    " j.finished_at"
+)
+
+JOB_RENEW_MANY: Final[LiteralString] = (
+    # Extend the leases still held by these (id, claim token) pairs; returns the renewed ids.
+    "UPDATE jobvisor_jobs AS j"
+    " SET lease_expires_at = coalesce(%(now)s::timestamptz, now())"
+    "   + %(lease)s::float8 * interval '1 second'"
+    " FROM unnest(%(ids)s::uuid[], %(tokens)s::uuid[]) AS c(id, token)"
+    " WHERE j.id = c.id AND j.claim_token = c.token AND j.status = 'running'"
+    " RETURNING j.id"
+)
+
+JOB_COMPLETE_MANY: Final[LiteralString] = (
+    # Complete the jobs still held by these (id, claim token) pairs; returns the completed ids.
+    "UPDATE jobvisor_jobs AS j SET status = 'completed', claim_token = NULL,"
+    " lease_expires_at = NULL, finished_at = coalesce(%(now)s::timestamptz, now())"
+    " FROM unnest(%(ids)s::uuid[], %(tokens)s::uuid[]) AS c(id, token)"
+    " WHERE j.id = c.id AND j.claim_token = c.token AND j.status = 'running'"
+    " RETURNING j.id"
+)
+
+JOB_FAIL: Final[LiteralString] = (
+    # A held job failed: retry after `delay` seconds, or dead when attempts are spent.
+    "UPDATE jobvisor_jobs SET"
+    " status = CASE WHEN attempts >= max_attempts THEN 'dead' ELSE 'retryable' END,"
+    " run_at = CASE WHEN attempts >= max_attempts THEN run_at"
+    "   ELSE coalesce(%(now)s::timestamptz, now()) + %(delay)s::float8 * interval '1 second' END,"
+    " finished_at = CASE WHEN attempts >= max_attempts"
+    "   THEN coalesce(%(now)s::timestamptz, now()) END,"
+    " last_error = %(error)s, claim_token = NULL, lease_expires_at = NULL"
+    " WHERE id = %(id)s AND claim_token = %(token)s AND status = 'running'"
+    " RETURNING status"
+)
+
+JOB_SNOOZE: Final[LiteralString] = (
+    # A held job asked to run again after `delay` seconds; the attempt is given back.
+    "UPDATE jobvisor_jobs SET status = 'pending', attempts = attempts - 1,"
+    " run_at = coalesce(%(now)s::timestamptz, now()) + %(delay)s::float8 * interval '1 second',"
+    " claim_token = NULL, lease_expires_at = NULL"
+    " WHERE id = %(id)s AND claim_token = %(token)s AND status = 'running'"
+    " RETURNING status"
+)
+
+JOB_RELEASE_MANY: Final[LiteralString] = (
+    # Interrupted through no fault of their own: pending again now, attempts given back.
+    "UPDATE jobvisor_jobs AS j SET status = 'pending', attempts = j.attempts - 1,"
+    " run_at = coalesce(%(now)s::timestamptz, now()), claim_token = NULL,"
+    " lease_expires_at = NULL"
+    " FROM unnest(%(ids)s::uuid[], %(tokens)s::uuid[]) AS c(id, token)"
+    " WHERE j.id = c.id AND j.claim_token = c.token AND j.status = 'running'"
+    " RETURNING j.id"
+)
+
+JOB_CANCEL_HELD: Final[LiteralString] = (
+    # The handler of a held job gave it up for good.
+    "UPDATE jobvisor_jobs SET status = 'cancelled', last_error = %(error)s,"
+    " finished_at = coalesce(%(now)s::timestamptz, now()),"
+    " claim_token = NULL, lease_expires_at = NULL"
+    " WHERE id = %(id)s AND claim_token = %(token)s AND status = 'running'"
+    " RETURNING status"
+)
+
+JOB_REAP_EXPIRED: Final[LiteralString] = (
+    # Running jobs whose lease ran out: retryable with backoff, or dead when spent.
+    "UPDATE jobvisor_jobs SET"
+    " status = CASE WHEN attempts >= max_attempts THEN 'dead' ELSE 'retryable' END,"
+    " run_at = CASE WHEN attempts >= max_attempts THEN run_at"
+    "   ELSE coalesce(%(now)s::timestamptz, now()) + least(%(cap)s::float8,"
+    "   %(base)s::float8 * power(2::float8, greatest(attempts - 1, 0)))"
+    "   * (1 - %(jitter)s::float8 * random()) * interval '1 second' END,"
+    " finished_at = CASE WHEN attempts >= max_attempts"
+    "   THEN coalesce(%(now)s::timestamptz, now()) END,"
+    " last_error = 'lease expired on worker ' || worker_id,"
+    " claim_token = NULL, lease_expires_at = NULL"
+    " WHERE status = 'running' AND lease_expires_at < coalesce(%(now)s::timestamptz, now())"
+    " RETURNING id, status"
+)
+
+JOB_RELEASE_WORKER: Final[LiteralString] = (
+    # Every job a dead worker held: retryable now (attempt counted), or dead when spent.
+    "UPDATE jobvisor_jobs SET"
+    " status = CASE WHEN attempts >= max_attempts THEN 'dead' ELSE 'retryable' END,"
+    " run_at = CASE WHEN attempts >= max_attempts THEN run_at"
+    "   ELSE coalesce(%(now)s::timestamptz, now()) END,"
+    " finished_at = CASE WHEN attempts >= max_attempts"
+    "   THEN coalesce(%(now)s::timestamptz, now()) END,"
+    " last_error = %(error)s, claim_token = NULL, lease_expires_at = NULL"
+    " WHERE status = 'running' AND worker_id = %(worker_id)s"
+    " RETURNING id, status"
+)
+
+JOB_DELETE_FINISHED: Final[LiteralString] = (
+    # One batch of terminal jobs of one status finished more than `age` seconds ago.
+    "DELETE FROM jobvisor_jobs WHERE id IN ("
+    " SELECT id FROM jobvisor_jobs WHERE status = %(status)s"
+    "   AND finished_at < coalesce(%(now)s::timestamptz, now()) - %(age)s::float8"
+    "   * interval '1 second'"
+    " LIMIT %(limit)s FOR UPDATE SKIP LOCKED)"
+)
+
+JOB_COUNT_BY_QUEUE_STATUS: Final[LiteralString] = (
+    # Job counts by queue and status.
+    "SELECT queue, status, count(*) FROM jobvisor_jobs GROUP BY queue, status"
+)
+
+JOB_OLDEST_DUE_AGE: Final[LiteralString] = (
+    # Per queue, seconds since the oldest claimable job became due.
+    "SELECT queue, extract(epoch FROM coalesce(%(now)s::timestamptz, now()) - min(run_at))"
+    " FROM jobvisor_jobs WHERE status IN ('pending', 'retryable')"
+    " AND run_at <= coalesce(%(now)s::timestamptz, now()) GROUP BY queue"
+)
+
+JOB_GET: Final[LiteralString] = (
+    # One job by id.
+    "SELECT id, queue, job_type, payload, priority, run_at, status, attempts, max_attempts,"
+    " last_error, correlation_id, dedupe_key, lease_expires_at, claim_token, worker_id,"
+    " created_at, started_at, finished_at FROM jobvisor_jobs WHERE id = %(id)s"
+)
+
+JOB_LIST_BY_STATUS: Final[LiteralString] = (
+    # Jobs of one status, oldest finished first (then oldest created).
+    "SELECT id, queue, job_type, payload, priority, run_at, status, attempts, max_attempts,"
+    " last_error, correlation_id, dedupe_key, lease_expires_at, claim_token, worker_id,"
+    " created_at, started_at, finished_at FROM jobvisor_jobs WHERE status = %(status)s"
+    " AND (%(job_type)s::text IS NULL OR job_type = %(job_type)s::text)"
+    " ORDER BY finished_at NULLS LAST, id LIMIT %(limit)s"
+)
+
+JOB_COUNT_BY_STATUS: Final[LiteralString] = (
+    # How many jobs have one status.
+    "SELECT count(*) FROM jobvisor_jobs WHERE status = %(status)s"
+)
+
+JOB_REQUEUE_DEAD: Final[LiteralString] = (
+    # A dead job back to pending with its attempts reset.
+    "UPDATE jobvisor_jobs SET status = 'pending', attempts = 0, finished_at = NULL,"
+    " run_at = coalesce(%(run_at)s::timestamptz, coalesce(%(now)s::timestamptz, now()))"
+    " WHERE id = %(id)s AND status = 'dead' RETURNING queue"
+)
+
+JOB_DELETE_DEAD: Final[LiteralString] = (
+    # Discard one dead job.
+    "DELETE FROM jobvisor_jobs WHERE id = %(id)s AND status = 'dead' RETURNING id"
+)
+
+JOB_CANCEL: Final[LiteralString] = (
+    # Cancel a job that is waiting to run.
+    "UPDATE jobvisor_jobs SET status = 'cancelled',"
+    " finished_at = coalesce(%(now)s::timestamptz, now())"
+    " WHERE id = %(id)s AND status IN ('pending', 'retryable') RETURNING id"
+)
+
+JOB_STATUS: Final[LiteralString] = (
+    # The status of one job, to explain a refused change.
+    "SELECT status FROM jobvisor_jobs WHERE id = %(id)s"
+)
+
+LEADER_ATTEMPT_ELECT: Final[LiteralString] = (
+    # Take or keep the leadership lease; returns a row only to the leader.
+    "INSERT INTO jobvisor_leader (name, holder, expires_at)"
+    " VALUES (%(name)s, %(holder)s, coalesce(%(now)s::timestamptz, now())"
+    "   + %(ttl)s::float8 * interval '1 second')"
+    " ON CONFLICT (name) DO UPDATE SET holder = excluded.holder,"
+    " expires_at = excluded.expires_at"
+    " WHERE jobvisor_leader.holder = excluded.holder"
+    "   OR jobvisor_leader.expires_at < coalesce(%(now)s::timestamptz, now())"
+    " RETURNING holder"
+)
+
+LEADER_RESIGN: Final[LiteralString] = (
+    # Give the leadership up at once so another host need not wait for the lease.
+    "DELETE FROM jobvisor_leader WHERE name = %(name)s AND holder = %(holder)s"
+)

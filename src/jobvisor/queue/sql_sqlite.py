@@ -1,0 +1,259 @@
+"""Every statement the SQLite engine runs, under the same names as the
+PostgreSQL module. Times are Unix epoch seconds; `:now` is the injected clock
+and NULL means SQLite's own. Lists arrive as JSON text and are read with
+json_each. Writers serialise on BEGIN IMMEDIATE, so no SKIP LOCKED is needed."""
+
+from typing import Final, LiteralString
+
+MIGRATION_LOCK: Final[LiteralString] = (
+    # BEGIN IMMEDIATE already holds the write lock; nothing more to take.
+    "SELECT 1"
+)
+
+MIGRATIONS_TABLE_CREATE: Final[LiteralString] = (
+    # The record of applied schema versions.
+    "CREATE TABLE IF NOT EXISTS jobvisor_migrations ("
+    " version INTEGER PRIMARY KEY, name TEXT NOT NULL,"
+    " applied_at REAL NOT NULL DEFAULT ((julianday('now') - 2440587.5) * 86400.0))"
+)
+
+MIGRATIONS_APPLIED: Final[LiteralString] = (
+    # Versions already applied.
+    "SELECT version FROM jobvisor_migrations ORDER BY version"
+)
+
+MIGRATION_RECORD: Final[LiteralString] = (
+    # Record one applied version.
+    "INSERT INTO jobvisor_migrations (version, name) VALUES (:version, :name)"
+)
+
+CLOCK_NOW: Final[LiteralString] = (
+    # The time every other statement of this transaction would use.
+    "SELECT coalesce(:now, (julianday('now') - 2440587.5) * 86400.0)"
+)
+
+JOB_COLUMNS_COPY: Final[LiteralString] = (
+    # Bulk insert through executemany; rows carry every column JOB_INSERT sets.
+    "INSERT INTO jobvisor_jobs (id, queue, job_type, payload, priority, run_at, max_attempts,"
+    " dedupe_key, correlation_id, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+)
+
+JOB_INSERT: Final[LiteralString] = (
+    # Insert one job unless a live job has its dedupe key; returns the new id or nothing.
+    "INSERT INTO jobvisor_jobs (id, queue, job_type, payload, priority, run_at,"
+    " max_attempts, dedupe_key, correlation_id, created_at)"
+    " VALUES (:id, :queue, :job_type, :payload, :priority,"
+    " coalesce(:run_at, coalesce(:now, (julianday('now') - 2440587.5) * 86400.0)"
+    "   + coalesce(:delay, 0)),"
+    " :max_attempts, :dedupe_key, :correlation_id,"
+    " coalesce(:now, (julianday('now') - 2440587.5) * 86400.0))"
+    " ON CONFLICT (dedupe_key) WHERE dedupe_key IS NOT NULL"
+    "   AND status IN ('pending', 'running', 'retryable') DO NOTHING"
+    " RETURNING id"
+)
+
+JOB_GET_LIVE_BY_DEDUPE_KEY: Final[LiteralString] = (
+    # The live job holding a dedupe key.
+    "SELECT id FROM jobvisor_jobs WHERE dedupe_key = :dedupe_key"
+    " AND status IN ('pending', 'running', 'retryable')"
+)
+
+JOB_NOTIFY: Final[LiteralString] = (
+    # SQLite has no notifications; workers poll.
+    "SELECT :queue"
+)
+
+JOB_CLAIM: Final[LiteralString] = (
+    # Claim up to `limit` due jobs in priority order.
+    "UPDATE jobvisor_jobs SET status = 'running', attempts = attempts + 1,"
+    " claim_token = lower(hex(randomblob(16))), worker_id = :worker_id,"
+    " lease_expires_at = coalesce(:now, (julianday('now') - 2440587.5) * 86400.0) + :lease,"
+    " started_at = coalesce(:now, (julianday('now') - 2440587.5) * 86400.0)"
+    " WHERE id IN ("
+    " SELECT id FROM jobvisor_jobs"
+    " WHERE status IN ('pending', 'retryable')"
+    "   AND run_at <= coalesce(:now, (julianday('now') - 2440587.5) * 86400.0)"
+    "   AND (:queues IS NULL OR queue IN (SELECT value FROM json_each(:queues)))"
+    "   AND (:job_types IS NULL OR job_type IN (SELECT value FROM json_each(:job_types)))"
+    " ORDER BY priority DESC, run_at, id LIMIT :limit)"
+    " RETURNING id, queue, job_type, payload, priority, run_at, status, attempts,"
+    " max_attempts, last_error, correlation_id, dedupe_key, lease_expires_at, claim_token,"
+    " worker_id, created_at, started_at, finished_at"
+)
+
+JOB_RENEW_MANY: Final[LiteralString] = (
+    # Extend the leases still held by these (id, claim token) pairs; returns the renewed ids.
+    "UPDATE jobvisor_jobs"
+    " SET lease_expires_at = coalesce(:now, (julianday('now') - 2440587.5) * 86400.0) + :lease"
+    " FROM (SELECT json_extract(value, '$[0]') AS id, json_extract(value, '$[1]') AS token"
+    "   FROM json_each(:pairs)) AS c"
+    " WHERE jobvisor_jobs.id = c.id AND jobvisor_jobs.claim_token = c.token"
+    " AND jobvisor_jobs.status = 'running'"
+    " RETURNING jobvisor_jobs.id"
+)
+
+JOB_COMPLETE_MANY: Final[LiteralString] = (
+    # Complete the jobs still held by these (id, claim token) pairs; returns the completed ids.
+    "UPDATE jobvisor_jobs SET status = 'completed', claim_token = NULL,"
+    " lease_expires_at = NULL,"
+    " finished_at = coalesce(:now, (julianday('now') - 2440587.5) * 86400.0)"
+    " FROM (SELECT json_extract(value, '$[0]') AS id, json_extract(value, '$[1]') AS token"
+    "   FROM json_each(:pairs)) AS c"
+    " WHERE jobvisor_jobs.id = c.id AND jobvisor_jobs.claim_token = c.token"
+    " AND jobvisor_jobs.status = 'running'"
+    " RETURNING jobvisor_jobs.id"
+)
+
+JOB_FAIL: Final[LiteralString] = (
+    # A held job failed: retry after `delay` seconds, or dead when attempts are spent.
+    "UPDATE jobvisor_jobs SET"
+    " status = CASE WHEN attempts >= max_attempts THEN 'dead' ELSE 'retryable' END,"
+    " run_at = CASE WHEN attempts >= max_attempts THEN run_at"
+    "   ELSE coalesce(:now, (julianday('now') - 2440587.5) * 86400.0) + :delay END,"
+    " finished_at = CASE WHEN attempts >= max_attempts"
+    "   THEN coalesce(:now, (julianday('now') - 2440587.5) * 86400.0) END,"
+    " last_error = :error, claim_token = NULL, lease_expires_at = NULL"
+    " WHERE id = :id AND claim_token = :token AND status = 'running'"
+    " RETURNING status"
+)
+
+JOB_SNOOZE: Final[LiteralString] = (
+    # A held job asked to run again after `delay` seconds; the attempt is given back.
+    "UPDATE jobvisor_jobs SET status = 'pending', attempts = attempts - 1,"
+    " run_at = coalesce(:now, (julianday('now') - 2440587.5) * 86400.0) + :delay,"
+    " claim_token = NULL, lease_expires_at = NULL"
+    " WHERE id = :id AND claim_token = :token AND status = 'running'"
+    " RETURNING status"
+)
+
+JOB_RELEASE_MANY: Final[LiteralString] = (
+    # Interrupted through no fault of their own: pending again now, attempts given back.
+    "UPDATE jobvisor_jobs SET status = 'pending', attempts = attempts - 1,"
+    " run_at = coalesce(:now, (julianday('now') - 2440587.5) * 86400.0),"
+    " claim_token = NULL, lease_expires_at = NULL"
+    " FROM (SELECT json_extract(value, '$[0]') AS id, json_extract(value, '$[1]') AS token"
+    "   FROM json_each(:pairs)) AS c"
+    " WHERE jobvisor_jobs.id = c.id AND jobvisor_jobs.claim_token = c.token"
+    " AND jobvisor_jobs.status = 'running'"
+    " RETURNING jobvisor_jobs.id"
+)
+
+JOB_CANCEL_HELD: Final[LiteralString] = (
+    # The handler of a held job gave it up for good.
+    "UPDATE jobvisor_jobs SET status = 'cancelled', last_error = :error,"
+    " finished_at = coalesce(:now, (julianday('now') - 2440587.5) * 86400.0),"
+    " claim_token = NULL, lease_expires_at = NULL"
+    " WHERE id = :id AND claim_token = :token AND status = 'running'"
+    " RETURNING status"
+)
+
+JOB_REAP_EXPIRED: Final[LiteralString] = (
+    # Running jobs whose lease ran out: retryable with backoff, or dead when spent.
+    "UPDATE jobvisor_jobs SET"
+    " status = CASE WHEN attempts >= max_attempts THEN 'dead' ELSE 'retryable' END,"
+    " run_at = CASE WHEN attempts >= max_attempts THEN run_at"
+    "   ELSE coalesce(:now, (julianday('now') - 2440587.5) * 86400.0)"
+    "   + min(:cap, :base * (1 << min(max(attempts - 1, 0), 40)))"
+    "   * (1 - :jitter * (abs(random()) / 9223372036854775808.0)) END,"
+    " finished_at = CASE WHEN attempts >= max_attempts"
+    "   THEN coalesce(:now, (julianday('now') - 2440587.5) * 86400.0) END,"
+    " last_error = 'lease expired on worker ' || worker_id,"
+    " claim_token = NULL, lease_expires_at = NULL"
+    " WHERE status = 'running'"
+    " AND lease_expires_at < coalesce(:now, (julianday('now') - 2440587.5) * 86400.0)"
+    " RETURNING id, status"
+)
+
+JOB_RELEASE_WORKER: Final[LiteralString] = (
+    # Every job a dead worker held: retryable now (attempt counted), or dead when spent.
+    "UPDATE jobvisor_jobs SET"
+    " status = CASE WHEN attempts >= max_attempts THEN 'dead' ELSE 'retryable' END,"
+    " run_at = CASE WHEN attempts >= max_attempts THEN run_at"
+    "   ELSE coalesce(:now, (julianday('now') - 2440587.5) * 86400.0) END,"
+    " finished_at = CASE WHEN attempts >= max_attempts"
+    "   THEN coalesce(:now, (julianday('now') - 2440587.5) * 86400.0) END,"
+    " last_error = :error, claim_token = NULL, lease_expires_at = NULL"
+    " WHERE status = 'running' AND worker_id = :worker_id"
+    " RETURNING id, status"
+)
+
+JOB_DELETE_FINISHED: Final[LiteralString] = (
+    # One batch of terminal jobs of one status finished more than `age` seconds ago.
+    "DELETE FROM jobvisor_jobs WHERE id IN ("
+    " SELECT id FROM jobvisor_jobs WHERE status = :status"
+    "   AND finished_at < coalesce(:now, (julianday('now') - 2440587.5) * 86400.0) - :age"
+    " LIMIT :limit)"
+)
+
+JOB_COUNT_BY_QUEUE_STATUS: Final[LiteralString] = (
+    # Job counts by queue and status.
+    "SELECT queue, status, count(*) FROM jobvisor_jobs GROUP BY queue, status"
+)
+
+JOB_OLDEST_DUE_AGE: Final[LiteralString] = (
+    # Per queue, seconds since the oldest claimable job became due.
+    "SELECT queue, coalesce(:now, (julianday('now') - 2440587.5) * 86400.0) - min(run_at)"
+    " FROM jobvisor_jobs WHERE status IN ('pending', 'retryable')"
+    " AND run_at <= coalesce(:now, (julianday('now') - 2440587.5) * 86400.0) GROUP BY queue"
+)
+
+JOB_GET: Final[LiteralString] = (
+    # One job by id.
+    "SELECT id, queue, job_type, payload, priority, run_at, status, attempts, max_attempts,"
+    " last_error, correlation_id, dedupe_key, lease_expires_at, claim_token, worker_id,"
+    " created_at, started_at, finished_at FROM jobvisor_jobs WHERE id = :id"
+)
+
+JOB_LIST_BY_STATUS: Final[LiteralString] = (
+    # Jobs of one status, oldest finished first (then oldest created).
+    "SELECT id, queue, job_type, payload, priority, run_at, status, attempts, max_attempts,"
+    " last_error, correlation_id, dedupe_key, lease_expires_at, claim_token, worker_id,"
+    " created_at, started_at, finished_at FROM jobvisor_jobs WHERE status = :status"
+    " AND (:job_type IS NULL OR job_type = :job_type)"
+    " ORDER BY finished_at IS NULL, finished_at, id LIMIT :limit"
+)
+
+JOB_COUNT_BY_STATUS: Final[LiteralString] = (
+    # How many jobs have one status.
+    "SELECT count(*) FROM jobvisor_jobs WHERE status = :status"
+)
+
+JOB_REQUEUE_DEAD: Final[LiteralString] = (
+    # A dead job back to pending with its attempts reset.
+    "UPDATE jobvisor_jobs SET status = 'pending', attempts = 0, finished_at = NULL,"
+    " run_at = coalesce(:run_at, coalesce(:now, (julianday('now') - 2440587.5) * 86400.0))"
+    " WHERE id = :id AND status = 'dead' RETURNING queue"
+)
+
+JOB_DELETE_DEAD: Final[LiteralString] = (
+    # Discard one dead job.
+    "DELETE FROM jobvisor_jobs WHERE id = :id AND status = 'dead' RETURNING id"
+)
+
+JOB_CANCEL: Final[LiteralString] = (
+    # Cancel a job that is waiting to run.
+    "UPDATE jobvisor_jobs SET status = 'cancelled',"
+    " finished_at = coalesce(:now, (julianday('now') - 2440587.5) * 86400.0)"
+    " WHERE id = :id AND status IN ('pending', 'retryable') RETURNING id"
+)
+
+JOB_STATUS: Final[LiteralString] = (
+    # The status of one job, to explain a refused change.
+    "SELECT status FROM jobvisor_jobs WHERE id = :id"
+)
+
+LEADER_ATTEMPT_ELECT: Final[LiteralString] = (
+    # Take or keep the leadership lease; returns a row only to the leader.
+    "INSERT INTO jobvisor_leader (name, holder, expires_at)"
+    " VALUES (:name, :holder, coalesce(:now, (julianday('now') - 2440587.5) * 86400.0) + :ttl)"
+    " ON CONFLICT (name) DO UPDATE SET holder = excluded.holder,"
+    " expires_at = excluded.expires_at"
+    " WHERE jobvisor_leader.holder = excluded.holder"
+    "   OR jobvisor_leader.expires_at < coalesce(:now, (julianday('now') - 2440587.5) * 86400.0)"
+    " RETURNING holder"
+)
+
+LEADER_RESIGN: Final[LiteralString] = (
+    # Give the leadership up at once so another host need not wait for the lease.
+    "DELETE FROM jobvisor_leader WHERE name = :name AND holder = :holder"
+)
