@@ -1,0 +1,225 @@
+"""Configuration from `JOBVISOR_*` environment variables, each also a
+`jobvisor run` flag. An invalid value raises `ConfigError`, which the command
+line turns into one line on stderr and exit code 78 (EX_CONFIG), before any
+worker starts. `Config.sources` says where each value came from."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import os
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from .queue.api import parse_url, redact_url
+from .queue.errors import InvalidArgument
+
+EX_CONFIG = 78
+ENV_PREFIX = "JOBVISOR_"
+
+
+class ConfigError(Exception):
+    """One invalid setting: names the variable, the value and what is expected."""
+
+    def __init__(self, variable: str, value: str, expected: str) -> None:
+        self.variable, self.value, self.expected = variable, value, expected
+        shown = redact_url(value) if variable.endswith("DATABASE_URL") else value
+        super().__init__(f"{variable}={shown!r}: expected {expected}")
+
+
+def _positive_float(text: str) -> float:
+    value = float(text)
+    if not (math.isfinite(value) and value > 0):
+        raise ValueError
+    return value
+
+
+def _non_negative_float(text: str) -> float:
+    value = float(text)
+    if not (math.isfinite(value) and value >= 0):
+        raise ValueError
+    return value
+
+
+def _positive_int(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise ValueError
+    return value
+
+
+def _non_negative_int(text: str) -> int:
+    value = int(text)
+    if value < 0:
+        raise ValueError
+    return value
+
+
+def _url(text: str) -> str:
+    try:
+        parse_url(text)
+    except InvalidArgument:
+        raise ValueError from None
+    return text
+
+
+def _app(text: str) -> str:
+    module, sep, attr = text.partition(":")
+    if not sep or not module or not attr:
+        raise ValueError
+    return text
+
+
+def _names(text: str) -> tuple[str, ...]:
+    return tuple(n.strip() for n in text.split(",") if n.strip())
+
+
+def _choice(*choices: str) -> Callable[[str], str]:
+    def parse(text: str) -> str:
+        value = text.strip().lower()
+        if value not in choices:
+            raise ValueError
+        return value
+
+    return parse
+
+
+def _addr(text: str) -> str:
+    if text == "":
+        return ""
+    host, sep, port = text.rpartition(":")
+    if not sep or not port.isdigit() or not 0 <= int(port) <= 65535:
+        raise ValueError
+    return text
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Setting:
+    field: str
+    default: str
+    parse: Callable[[str], Any]
+    expected: str
+    help: str
+
+    @property
+    def env(self) -> str:
+        return ENV_PREFIX + self.field.upper()
+
+    @property
+    def flag(self) -> str:
+        return "--" + self.field.replace("_", "-")
+
+
+SETTINGS: tuple[Setting, ...] = (
+    Setting("database_url", "sqlite:///jobvisor.db", _url,
+            "postgresql://… or sqlite:///path", "the database; SQLite file by default"),
+    Setting("app", "jobvisor.example:registry", _app,
+            "module:attribute naming a jobvisor Registry", "the handlers to run"),
+    Setting("workers", "2", _positive_int, "an integer >= 1", "worker processes"),
+    Setting("concurrency", "20", _positive_int, "an integer >= 1",
+            "jobs run at once by each worker"),
+    Setting("queues", "", _names, "comma-separated queue names (empty: all)",
+            "queues to claim from"),
+    Setting("lease", "30", _positive_float, "seconds > 0",
+            "claim lease; renewed at half of it while a job runs"),
+    Setting("poll_interval", "1.0", _positive_float, "seconds > 0",
+            "longest wait between claims when idle (PostgreSQL also wakes on NOTIFY)"),
+    Setting("shutdown_timeout", "30", _non_negative_float, "seconds >= 0",
+            "how long SIGTERM lets running jobs finish before releasing them"),
+    Setting("worker_timeout", "30", _positive_float, "seconds > 0",
+            "a worker silent this long is killed and replaced"),
+    Setting("pool_size", "4", _positive_int, "an integer >= 1",
+            "database connections per worker"),
+    Setting("reap_interval", "5", _positive_float, "seconds > 0",
+            "how often expired leases are reaped"),
+    Setting("cleanup_interval", "300", _positive_float, "seconds > 0",
+            "how often finished jobs past retention are deleted"),
+    Setting("retention_completed", "86400", _non_negative_float, "seconds >= 0",
+            "how long completed jobs are kept"),
+    Setting("retention_cancelled", "604800", _non_negative_float, "seconds >= 0",
+            "how long cancelled jobs are kept"),
+    Setting("retention_dead", "2592000", _non_negative_float, "seconds >= 0",
+            "how long dead jobs are kept"),
+    Setting("summary_interval", "60", _positive_float, "seconds > 0",
+            "how often the status summary is logged"),
+    Setting("max_restarts", "10", _positive_int, "an integer >= 1",
+            "worker crashes allowed within restart_window before the service stops"),
+    Setting("restart_window", "60", _positive_float, "seconds > 0",
+            "the window for max_restarts"),
+    Setting("log_format", "auto", _choice("auto", "text", "json"), "auto, text or json",
+            "log lines: text on a terminal, JSON otherwise (auto)"),
+    Setting("log_level", "info", _choice("debug", "info", "warning", "error"),
+            "debug, info, warning or error", "least severe level logged"),
+    Setting("http_addr", "127.0.0.1:9090", _addr, "host:port, or empty to turn it off",
+            "where /healthz, /readyz and /metrics are served"),
+)  # fmt: skip
+
+SETTINGS_BY_FIELD = {s.field: s for s in SETTINGS}
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Config:
+    database_url: str
+    app: str
+    workers: int
+    concurrency: int
+    queues: tuple[str, ...]
+    lease: float
+    poll_interval: float
+    shutdown_timeout: float
+    worker_timeout: float
+    pool_size: int
+    reap_interval: float
+    cleanup_interval: float
+    retention_completed: float
+    retention_cancelled: float
+    retention_dead: float
+    summary_interval: float
+    max_restarts: int
+    restart_window: float
+    log_format: str
+    log_level: str
+    http_addr: str
+    sources: Mapping[str, str] = dataclasses.field(default_factory=dict, compare=False)
+
+    @classmethod
+    def load(
+        cls, env: Mapping[str, str] | None = None, overrides: Mapping[str, str] | None = None
+    ) -> Config:
+        """Read every setting: a flag (`overrides`, by field name) wins over the
+        environment, which wins over the default. Raises `ConfigError`."""
+        env = os.environ if env is None else env
+        overrides = overrides or {}
+        values: dict[str, Any] = {}
+        sources: dict[str, str] = {}
+        for s in SETTINGS:
+            if s.field in overrides:
+                raw, source, name = overrides[s.field], "flag", s.flag
+            elif s.env in env:
+                raw, source, name = env[s.env], "env", s.env
+            else:
+                raw, source, name = s.default, "default", s.env
+            try:
+                values[s.field] = s.parse(raw)
+            except (ValueError, TypeError):
+                raise ConfigError(name, raw, s.expected) from None
+            sources[s.field] = source
+        return cls(**values, sources=sources)
+
+    def to_env(self) -> dict[str, str]:
+        """The settings as environment variables, to hand to a worker process."""
+        out = {}
+        for s in SETTINGS:
+            value = getattr(self, s.field)
+            out[s.env] = ",".join(value) if isinstance(value, tuple) else str(value)
+        return out
+
+    def describe(self) -> list[tuple[str, str, str]]:
+        """(variable, value, source) for every setting, the password masked."""
+        rows = []
+        for s in SETTINGS:
+            value = self.to_env()[s.env]
+            if s.field == "database_url":
+                value = redact_url(value)
+            rows.append((s.env, value, self.sources.get(s.field, "default")))
+        return rows

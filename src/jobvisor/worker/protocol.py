@@ -1,0 +1,89 @@
+"""The control channel between the supervisor and one worker process.
+
+The supervisor starts each worker as a fresh interpreter:
+
+    python -m jobvisor.worker
+
+with the service's settings in its environment (`Config.to_env()`), plus:
+
+- `JOBVISOR_WORKER_ID`: the random id of this incarnation (`new_worker_id()`);
+  every claim the worker makes carries it, so `release_worker` finds its jobs.
+- `JOBVISOR_CONTROL_FD`: the write end of a pipe inherited by the worker.
+
+The worker writes one JSON object per line to that pipe. Messages are small
+(well under PIPE_BUF, so each write is atomic) and written from the event loop,
+so a heartbeat proves the loop is turning:
+
+    {"t": "ready"}                          booted: pool open, handlers loaded
+    {"t": "hb"}                             heartbeat, every HEARTBEAT_INTERVAL
+    {"t": "job", "id": "<uuid>", "hard": 12.5}
+                                            a job with a hard time limit started;
+                                            the parent kills the worker if it has
+                                            not ended `hard` seconds from now
+    {"t": "end", "id": "<uuid>"}            that job ended (any outcome)
+    {"t": "metrics", ...}                   counters since the last message
+    {"t": "fatal", "error": "..."}          cannot boot; the exit code follows
+
+A worker with no `JOBVISOR_CONTROL_FD` runs standalone (tests, debugging).
+A worker notices its parent is gone when `os.getppid()` changes and stops.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+from typing import Any, Final
+
+HEARTBEAT_INTERVAL: Final = 1.0
+WORKER_ID_ENV: Final = "JOBVISOR_WORKER_ID"
+CONTROL_FD_ENV: Final = "JOBVISOR_CONTROL_FD"
+
+# Exit codes of a worker process, read by the supervisor.
+EXIT_OK: Final = 0
+EXIT_BOOT_FAILED: Final = 3  # could not import the app or reach the database
+EXIT_CONFIG: Final = 78  # EX_CONFIG
+
+
+def new_worker_id() -> str:
+    """A random id per worker incarnation, never a host or pod name."""
+    return "w-" + secrets.token_hex(6)
+
+
+def encode(message: dict[str, Any]) -> bytes:
+    return (json.dumps(message, separators=(",", ":")) + "\n").encode()
+
+
+def decode_lines(buffer: bytearray) -> list[dict[str, Any]]:
+    """Pop every complete line from `buffer` and decode it; skip garbage."""
+    messages = []
+    while (end := buffer.find(b"\n")) >= 0:
+        line = bytes(buffer[:end])
+        del buffer[: end + 1]
+        try:
+            message = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(message, dict):
+            messages.append(message)
+    return messages
+
+
+class ControlChannel:
+    """The worker's side of the pipe; a no-op when running standalone."""
+
+    def __init__(self, fd: int | None) -> None:
+        self.fd = fd
+
+    @classmethod
+    def from_env(cls) -> ControlChannel:
+        raw = os.environ.get(CONTROL_FD_ENV)
+        return cls(int(raw) if raw else None)
+
+    def send(self, message: dict[str, Any]) -> None:
+        if self.fd is None:
+            return
+        try:
+            os.write(self.fd, encode(message))
+        except (BrokenPipeError, OSError):
+            self.fd = None  # the parent is gone; the worker's parent check stops it
