@@ -1,0 +1,107 @@
+"""Logs are events: one line per thing that happened, with fields.
+
+    log = get_logger("worker")
+    log.info("job.completed", job_id=job.id, job_type=job.job_type, attempt=1)
+
+On a terminal (or with `text`) a line reads
+`2026-11-29T16:32:18.123Z info  worker job.completed job_id=… attempt=1`;
+with `json` it is one JSON object per line. The current correlation id is
+added to every line logged while it is set. Never pass a payload or a password.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import logging
+import sys
+from typing import Any, TextIO
+
+from .queue.correlation import current_correlation_id
+
+_ROOT = "jobvisor"
+
+
+class EventLogger:
+    """A thin face over `logging` that takes an event name and fields."""
+
+    def __init__(self, name: str) -> None:
+        self._logger = logging.getLogger(f"{_ROOT}.{name}")
+        self.name = name
+
+    def _log(self, level: int, event: str, fields: dict[str, Any]) -> None:
+        if self._logger.isEnabledFor(level):
+            correlation_id = current_correlation_id()
+            if correlation_id is not None and "correlation_id" not in fields:
+                fields["correlation_id"] = correlation_id
+            self._logger.log(level, event, extra={"jv_fields": fields}, stacklevel=3)
+
+    def debug(self, event: str, **fields: Any) -> None:
+        self._log(logging.DEBUG, event, fields)
+
+    def info(self, event: str, **fields: Any) -> None:
+        self._log(logging.INFO, event, fields)
+
+    def warning(self, event: str, **fields: Any) -> None:
+        self._log(logging.WARNING, event, fields)
+
+    def error(self, event: str, **fields: Any) -> None:
+        self._log(logging.ERROR, event, fields)
+
+
+def get_logger(name: str) -> EventLogger:
+    return EventLogger(name)
+
+
+def _value(value: Any) -> str:
+    text = str(value)
+    if not text or any(c in text for c in ' "=\n'):
+        return json.dumps(text)
+    return text
+
+
+def _timestamp(record: logging.LogRecord) -> str:
+    when = dt.datetime.fromtimestamp(record.created, dt.timezone.utc)
+    return when.strftime("%Y-%m-%dT%H:%M:%S.") + f"{when.microsecond // 1000:03d}Z"
+
+
+class TextFormatter(logging.Formatter):
+    def format(self, record: logging.LogRecord) -> str:
+        fields: dict[str, Any] = getattr(record, "jv_fields", {})
+        name = record.name.removeprefix(_ROOT + ".")
+        parts = [_timestamp(record), f"{record.levelname.lower():<7}", name, record.getMessage()]
+        parts += [f"{k}={_value(v)}" for k, v in fields.items() if v is not None]
+        line = " ".join(parts)
+        if record.exc_info:
+            line += "\n" + self.formatException(record.exc_info)
+        return line
+
+
+class JsonFormatter(logging.Formatter):
+    def format(self, record: logging.LogRecord) -> str:
+        fields: dict[str, Any] = getattr(record, "jv_fields", {})
+        out: dict[str, Any] = {
+            "ts": _timestamp(record),
+            "level": record.levelname.lower(),
+            "logger": record.name.removeprefix(_ROOT + "."),
+            "event": record.getMessage(),
+        }
+        out.update({k: v for k, v in fields.items() if v is not None})
+        if record.exc_info:
+            out["exception"] = self.formatException(record.exc_info)
+        return json.dumps(out, default=str)
+
+
+def setup_logging(fmt: str = "auto", level: str = "info", stream: TextIO | None = None) -> None:
+    """Send jobvisor's events to `stream` (stderr) as text or JSON lines.
+
+    `auto` picks text on a terminal and JSON otherwise."""
+    stream = stream or sys.stderr
+    if fmt == "auto":
+        fmt = "text" if stream.isatty() else "json"
+    handler = logging.StreamHandler(stream)
+    handler.setFormatter(JsonFormatter() if fmt == "json" else TextFormatter())
+    root = logging.getLogger(_ROOT)
+    root.handlers[:] = [handler]
+    root.setLevel(level.upper())
+    root.propagate = False
