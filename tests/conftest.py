@@ -1,0 +1,214 @@
+"""Shared fixtures: a real PostgreSQL (a fresh database per test) and a real
+SQLite file, and queues on both.
+
+PostgreSQL is found in this order: `JOBVISOR_TEST_PG_URL`; the local server at
+`postgresql://postgres@127.0.0.1:5432/postgres`; a throwaway cluster started for
+the session when the server binaries (`initdb`, `pg_ctl`) exist. Without any of
+them the PostgreSQL tests are skipped with the reason, and the SQLite ones run.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import glob
+import os
+import pwd
+import shutil
+import socket
+import subprocess
+import tempfile
+import uuid
+from collections.abc import Awaitable, Callable, Iterator
+from pathlib import Path
+from typing import TypeVar
+
+import psycopg
+import pytest
+from psycopg import sql
+
+import jobvisor
+from jobvisor import AsyncQueue, Queue
+
+DEFAULT_PG_URL = "postgresql://postgres@127.0.0.1:5432/postgres"
+ENGINES = ["postgres", "sqlite"]
+
+T = TypeVar("T")
+
+
+def run_async(make: Callable[[], Awaitable[T]]) -> T:
+    """Run a coroutine to completion in a fresh event loop (async tests stay sync)."""
+
+    async def main() -> T:
+        return await make()
+
+    return asyncio.run(main())
+
+
+def _answers(url: str) -> bool:
+    try:
+        with psycopg.connect(url, connect_timeout=3, autocommit=True) as conn:
+            conn.execute("SELECT 1")
+        return True
+    except psycopg.Error:
+        return False
+
+
+def _pg_bin(name: str) -> str | None:
+    found = shutil.which(name)
+    if found:
+        return found
+    candidates = sorted(glob.glob(f"/usr/lib/postgresql/*/bin/{name}"), reverse=True)
+    return candidates[0] if candidates else None
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class _Cluster:
+    """A throwaway PostgreSQL cluster in a temp dir: trust auth, fsync off."""
+
+    def __init__(self, initdb: str, pg_ctl: str) -> None:
+        self.initdb, self.pg_ctl = initdb, pg_ctl
+        self.root = Path(tempfile.mkdtemp(prefix="jobvisor-pg-"))
+        self.data = self.root / "data"
+        self.port = _free_port()
+        self.prefix: list[str] = []
+        if os.geteuid() == 0:
+            # initdb refuses to run as root: the cluster belongs to `postgres`.
+            user = pwd.getpwnam("postgres")
+            os.chown(self.root, user.pw_uid, user.pw_gid)
+            self.prefix = ["runuser", "-u", "postgres", "--"]
+
+    def start(self) -> str:
+        subprocess.run(
+            [*self.prefix, self.initdb, "-D", str(self.data), "-U", "postgres",
+             "-A", "trust", "-E", "UTF8", "--no-sync"],
+            check=True, capture_output=True,
+        )  # fmt: skip
+        opts = (
+            f"-c listen_addresses=127.0.0.1 -c port={self.port} "
+            f"-c unix_socket_directories={self.root} -c fsync=off "
+            "-c synchronous_commit=off -c full_page_writes=off -c max_connections=200"
+        )
+        subprocess.run(
+            [*self.prefix, self.pg_ctl, "-D", str(self.data), "-l", str(self.root / "log"),
+             "-o", opts, "-w", "-t", "60", "start"],
+            check=True, capture_output=True,
+        )  # fmt: skip
+        return f"postgresql://postgres@127.0.0.1:{self.port}/postgres"
+
+    def stop(self) -> None:
+        subprocess.run(
+            [*self.prefix, self.pg_ctl, "-D", str(self.data), "-m", "immediate", "-w", "stop"],
+            check=False, capture_output=True,
+        )  # fmt: skip
+        shutil.rmtree(self.root, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def pg_admin_url() -> Iterator[str]:
+    """A URL to a PostgreSQL superuser's maintenance database (skips without one)."""
+    env = os.environ.get("JOBVISOR_TEST_PG_URL")
+    if env:
+        if not _answers(env):
+            pytest.skip(f"JOBVISOR_TEST_PG_URL={env!r} does not answer")
+        yield env
+        return
+    if _answers(DEFAULT_PG_URL):
+        yield DEFAULT_PG_URL
+        return
+    initdb, pg_ctl = _pg_bin("initdb"), _pg_bin("pg_ctl")
+    if initdb is None or pg_ctl is None:
+        pytest.skip(
+            f"no PostgreSQL: {DEFAULT_PG_URL} does not answer, JOBVISOR_TEST_PG_URL is unset "
+            "and no initdb/pg_ctl was found to start a throwaway cluster"
+        )
+    cluster = _Cluster(initdb, pg_ctl)
+    try:
+        url = cluster.start()
+    except subprocess.CalledProcessError as exc:
+        cluster.stop()
+        detail = (exc.stderr or b"").decode(errors="replace").strip()
+        pytest.skip(f"could not start a throwaway PostgreSQL cluster: {detail}")
+    try:
+        yield url
+    finally:
+        cluster.stop()
+
+
+def _with_dbname(url: str, dbname: str) -> str:
+    """The URL with its database name replaced."""
+    base, _, query = url.partition("?")
+    scheme, _, rest = base.partition("://")
+    authority = rest.split("/", 1)[0]
+    return f"{scheme}://{authority}/{dbname}" + (f"?{query}" if query else "")
+
+
+@pytest.fixture
+def pg_url(pg_admin_url: str) -> Iterator[str]:
+    """A fresh, empty (unmigrated) PostgreSQL database for this test, dropped after."""
+    name = f"jv_t_{uuid.uuid4().hex[:16]}"
+    with psycopg.connect(pg_admin_url, autocommit=True) as conn:
+        conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+    try:
+        yield _with_dbname(pg_admin_url, name)
+    finally:
+        with psycopg.connect(pg_admin_url, autocommit=True) as conn:
+            conn.execute(
+                sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name))
+            )
+
+
+@pytest.fixture
+def sqlite_url(tmp_path: Path) -> str:
+    """A fresh SQLite file (not yet created) in this test's temp dir."""
+    return f"sqlite:///{(tmp_path / 'jobvisor.db').resolve()}"
+
+
+@pytest.fixture(params=ENGINES)
+def url(request: pytest.FixtureRequest) -> str:
+    """An empty database on each engine in turn (test ids: postgres, sqlite)."""
+    name = "pg_url" if request.param == "postgres" else "sqlite_url"
+    return str(request.getfixturevalue(name))
+
+
+@pytest.fixture
+def queue(url: str) -> Iterator[Queue]:
+    """A migrated `Queue` on each engine, closed after the test."""
+    q = jobvisor.connect(url)
+    try:
+        q.migrate()
+        yield q
+    finally:
+        q.close()
+
+
+@pytest.fixture
+def aqueue(url: str) -> Iterator[AsyncQueue]:
+    """A migrated `AsyncQueue` on each engine.
+
+    Its pool belongs to no event loop until first use: drive it with
+    `run_with(aqueue, body)`, which runs `body(aqueue)` and closes the queue in
+    the same loop. Teardown closes it again, which is then a no-op."""
+    with jobvisor.connect(url) as migrator:
+        migrator.migrate()
+    q = jobvisor.connect_async(url)
+    yield q
+    with contextlib.suppress(Exception):
+        run_async(q.close)
+
+
+def run_with(q: AsyncQueue, body: Callable[[AsyncQueue], Awaitable[T]]) -> T:
+    """Run `body(q)` in a fresh event loop, then close `q` in that same loop."""
+
+    async def main() -> T:
+        try:
+            return await body(q)
+        finally:
+            await q.close()
+
+    return asyncio.run(main())
