@@ -87,7 +87,7 @@ def _choice(*choices: str) -> Callable[[str], str]:
 def _addr(text: str) -> str:
     if text == "":
         return ""
-    host, sep, port = text.rpartition(":")
+    _host, sep, port = text.rpartition(":")
     if not sep or not port.isdigit() or not 0 <= int(port) <= 65535:
         raise ValueError
     return text

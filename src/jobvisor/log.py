@@ -61,7 +61,7 @@ def _value(value: Any) -> str:
 
 
 def _timestamp(record: logging.LogRecord) -> str:
-    when = dt.datetime.fromtimestamp(record.created, dt.timezone.utc)
+    when = dt.datetime.fromtimestamp(record.created, dt.UTC)
     return when.strftime("%Y-%m-%dT%H:%M:%S.") + f"{when.microsecond // 1000:03d}Z"
 
 

@@ -13,6 +13,8 @@ from typing import Any, Concatenate, ParamSpec, TypeVar
 
 from . import ops
 from .engine import (
+    POSTGRES,
+    SQLITE,
     AsyncPostgresRunner,
     AsyncRunner,
     AsyncSqliteRunner,
@@ -38,7 +40,9 @@ class _AsyncBound:
     _ctx: ops.Ctx
 
 
-def _sync(op: Callable[Concatenate[ops.Ctx, P], Plan[T]]) -> Callable[Concatenate[_SyncBound, P], T]:
+def _sync(
+    op: Callable[Concatenate[ops.Ctx, P], Plan[T]],
+) -> Callable[Concatenate[_SyncBound, P], T]:
     @functools.wraps(op)
     def method(self: _SyncBound, /, *args: P.args, **kwargs: P.kwargs) -> T:
         return self._runner.run(op(self._ctx, *args, **kwargs))
@@ -225,8 +229,6 @@ def _ctx(
     default_retry: RetryPolicy,
     lease: float,
 ) -> ops.Ctx:
-    from .engine import POSTGRES, SQLITE
-
     if not (isinstance(lease, int | float) and lease > 0):
         raise InvalidArgument(f"lease={lease!r}: expected positive seconds")
     return ops.Ctx(

@@ -21,6 +21,8 @@ import uuid
 from collections.abc import Callable, Generator, Iterable, Sequence
 from typing import Any, Generic, Literal, Protocol, TypeVar
 
+from psycopg_pool import AsyncConnectionPool, ConnectionPool
+
 from . import sql_postgres, sql_sqlite
 from .model import UTC, Job, JobStatus, NewJob
 
@@ -261,8 +263,6 @@ class PostgresRunner:
     dialect: Dialect = POSTGRES
 
     def __init__(self, url: str, *, min_size: int = 1, max_size: int = 4) -> None:
-        from psycopg_pool import ConnectionPool
-
         self.pool = ConnectionPool(
             url, min_size=min_size, max_size=max_size, open=False, name="jobvisor"
         )
@@ -287,8 +287,6 @@ class AsyncPostgresRunner:
     dialect: Dialect = POSTGRES
 
     def __init__(self, url: str, *, min_size: int = 1, max_size: int = 4) -> None:
-        from psycopg_pool import AsyncConnectionPool
-
         self.pool = AsyncConnectionPool(
             url, min_size=min_size, max_size=max_size, open=False, name="jobvisor"
         )

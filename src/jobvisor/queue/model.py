@@ -17,7 +17,7 @@ from typing import Any
 
 from .errors import InvalidArgument
 
-UTC = dt.timezone.utc
+UTC = dt.UTC
 DEFAULT_QUEUE = "default"
 DEFAULT_MAX_ATTEMPTS = 20
 
@@ -243,9 +243,7 @@ class Summary:
         table: list[list[str]] = [header]
         for name in names:
             age = self.oldest_pending_age.get(name)
-            table.append(
-                [name, *[str(self.count(s, name)) for s in statuses], _age(age)]
-            )
+            table.append([name, *[str(self.count(s, name)) for s in statuses], _age(age)])
         table.append(["total", *[str(self.count(s)) for s in statuses], ""])
         widths = [max(len(row[i]) for row in table) for i in range(len(header))]
         lines = []

@@ -436,7 +436,9 @@ def snooze(ctx: Ctx, job: Job, delay: float | dt.timedelta) -> Plan[None]:
 
 def cancel_held(ctx: Ctx, job: Job, reason: str = "cancelled by its handler") -> Plan[None]:
     """A handler gives its held job up for good: `cancelled`, never retried."""
-    plan = _held_one(ctx, ctx.dialect.sql.JOB_CANCEL_HELD, job, {"error": _error_text("reason", reason)})
+    plan = _held_one(
+        ctx, ctx.dialect.sql.JOB_CANCEL_HELD, job, {"error": _error_text("reason", reason)}
+    )
 
     def steps() -> Steps[None]:
         yield from plan.steps
@@ -487,7 +489,9 @@ def release_worker(ctx: Ctx, worker_id: str, *, error: str | None = None) -> Pla
 Retention = float | dt.timedelta | Mapping[JobStatus | str, float | dt.timedelta | None]
 
 
-def cleanup(ctx: Ctx, older_than: Retention, *, batch_size: int = DEFAULT_CLEANUP_BATCH) -> Plan[int]:
+def cleanup(
+    ctx: Ctx, older_than: Retention, *, batch_size: int = DEFAULT_CLEANUP_BATCH
+) -> Plan[int]:
     """Delete terminal jobs finished more than `older_than` ago, in batches of
     `batch_size` (each its own transaction, so no long lock). `older_than` is one
     age for every terminal status or a mapping per status (a status left out, or
@@ -538,9 +542,7 @@ def summary(ctx: Ctx) -> Plan[Summary]:
         rows = yield Stmt(sql.JOB_COUNT_BY_QUEUE_STATUS, {}, fetch="all")
         ages = yield Stmt(sql.JOB_OLDEST_DUE_AGE, {"now": now}, fetch="all")
         return Summary(
-            rows=tuple(
-                sorted(SummaryRow(r[0], JobStatus(r[1]), int(r[2])) for r in rows)
-            ),
+            rows=tuple(sorted(SummaryRow(r[0], JobStatus(r[1]), int(r[2])) for r in rows)),
             oldest_pending_age={r[0]: max(0.0, float(r[1])) for r in ages},
         )
 
@@ -587,7 +589,9 @@ def cancel(ctx: Ctx, job_id: uuid.UUID | str) -> Plan[None]:
 # --- dead jobs ----------------------------------------------------------------
 
 
-def dead_list(ctx: Ctx, limit: int = DEAD_LIST_DEFAULT, *, job_type: str | None = None) -> Plan[list[Job]]:
+def dead_list(
+    ctx: Ctx, limit: int = DEAD_LIST_DEFAULT, *, job_type: str | None = None
+) -> Plan[list[Job]]:
     """Dead jobs, oldest first; a non-positive limit means 100."""
     if isinstance(limit, bool) or not isinstance(limit, int):
         raise InvalidArgument(f"limit={limit!r}: expected an integer")
