@@ -1,0 +1,64 @@
+# jobvisor's everyday commands. Each target creates the virtual environment
+# and installs the project into it when needed (a stamp file remembers that the
+# install is current with pyproject.toml, so a second run costs nothing).
+#
+#   make run        the service (`jobvisor run`), SQLite at ./jobvisor.db by default
+#   make test       lint + typecheck + the whole test suite
+#   make lint / typecheck / fmt / bench / clean
+
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.jobvisor-installed
+CHECKED := src tests bench
+PYTEST_ARGS ?=
+BENCH_ARGS ?=
+
+.DEFAULT_GOAL := help
+.PHONY: help install run test lint typecheck pytest fmt bench clean
+
+help:
+	@echo "make run        run the service (jobvisor run; SQLite ./jobvisor.db unless JOBVISOR_DATABASE_URL)"
+	@echo "make test       lint, typecheck and the whole test suite"
+	@echo "make lint       ruff check + ruff format --check over $(CHECKED)"
+	@echo "make typecheck  mypy (strict, configured in pyproject.toml)"
+	@echo "make fmt        ruff format + ruff check --fix"
+	@echo "make bench      bench/queue_throughput.py (BENCH_ARGS='--engine sqlite --jobs 20000')"
+	@echo "make clean      remove the virtual environment and caches"
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+
+# Reinstalled only when pyproject.toml changes (or the venv is new).
+$(STAMP): pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	@touch $@
+
+install: $(STAMP)
+
+run: $(STAMP)
+	$(BIN)/jobvisor run
+
+test: lint typecheck pytest
+
+lint: $(STAMP)
+	$(BIN)/ruff check $(CHECKED)
+	$(BIN)/ruff format --check $(CHECKED)
+
+typecheck: $(STAMP)
+	$(BIN)/mypy
+
+pytest: $(STAMP)
+	$(BIN)/pytest $(PYTEST_ARGS)
+
+fmt: $(STAMP)
+	$(BIN)/ruff format $(CHECKED)
+	$(BIN)/ruff check --fix $(CHECKED)
+
+bench: $(STAMP)
+	$(BIN)/python bench/queue_throughput.py $(BENCH_ARGS)
+
+clean:
+	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache .hypothesis build dist
+	find src tests bench -name __pycache__ -type d -prune -exec rm -rf {} +
+	rm -rf src/*.egg-info
