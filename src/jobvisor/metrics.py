@@ -1,0 +1,274 @@
+"""Prometheus metrics, aggregated in the supervisor.
+
+Workers never serve metrics themselves: each counts what it did and sends the
+counts to its parent on the control channel as `metrics` messages
+(`jobvisor.worker.protocol`); the parent folds them into one `Metrics`
+registry, which `/metrics` exposes. So a scrape sees every worker, including
+the ones that have since exited, and a restart loses nothing.
+
+The `metrics` message, written by `WorkerMetrics.drain()`:
+
+    {"t": "metrics",
+     "claims": 3,                    claim statements that returned jobs (optional)
+     "claimed": 5,                   jobs claimed (optional)
+     "lease_lost": 0,                jobs whose lease was lost while running (optional)
+     "jobs": [                       one entry per (queue, job_type, outcome) (optional)
+        {"queue": "default", "job_type": "send_email", "outcome": "completed",
+         "count": 2, "seconds": [0.12, 0.31]}
+     ]}
+
+`outcome` is `completed`, `failed` (will be retried), `dead` (out of
+attempts), `released` (given back on shutdown), `snoozed` or `cancelled`;
+`seconds` lists the run time of each of those executions (it may be shorter
+than `count`, or absent). `WorkerMetrics.drain()` splits what it holds into
+messages that each fit in one atomic pipe write. The aggregator ignores what
+it does not understand (an unknown key, a malformed entry) instead of failing.
+
+Everything here is a private `CollectorRegistry`, never the global one, so two
+supervisors in one process (tests) do not collide.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Iterable, Mapping
+from typing import Any, Final
+
+from prometheus_client import (
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    generate_latest,
+)
+
+from .queue.model import JobStatus, Summary
+
+__all__ = ["Metrics", "WorkerMetrics"]
+
+OUTCOMES: Final = ("completed", "failed", "dead", "released", "snoozed", "cancelled")
+DURATION_BUCKETS: Final = (
+    0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
+    30.0, 60.0, 120.0, 300.0, 600.0, 1800.0, 3600.0,
+)  # fmt: skip
+MESSAGE_LIMIT: Final = 3072  # bytes of JSON per message: below PIPE_BUF (4096) with room
+
+
+def _count(value: Any) -> int:
+    """A non-negative integer from a message field, or 0."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return 0
+    if not math.isfinite(value) or value < 0:
+        return 0
+    return int(value)
+
+
+def _duration(value: Any) -> bool:
+    return (
+        isinstance(value, int | float)
+        and not isinstance(value, bool)
+        and math.isfinite(value)
+        and value >= 0
+    )
+
+
+def _label(value: Any) -> str | None:
+    return value if isinstance(value, str) and value else None
+
+
+class Metrics:
+    """Every jobvisor metric, in one private registry.
+
+    The supervisor calls `record_worker_message` for each `metrics` message,
+    `record_summary` after each status summary, `record_restart` when it
+    replaces a worker, `record_reaped` after each reap, and `set_workers`
+    whenever the number of live workers changes. `exposition()` is the body
+    of `/metrics`.
+    """
+
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry(auto_describe=True)
+        r = self.registry
+        labels = ("queue", "job_type")
+        self.completed = Counter(
+            "jobvisor_jobs_completed", "Jobs that completed.", labels, registry=r
+        )
+        self.failed = Counter(
+            "jobvisor_jobs_failed", "Job executions that failed and will be retried.", labels,
+            registry=r,
+        )  # fmt: skip
+        self.dead = Counter(
+            "jobvisor_jobs_dead", "Jobs that failed with no attempts left.", labels, registry=r
+        )
+        self.released = Counter(
+            "jobvisor_jobs_released",
+            "Running jobs given back to the queue on shutdown (attempt not counted).",
+            labels, registry=r,
+        )  # fmt: skip
+        self.snoozed = Counter(
+            "jobvisor_jobs_snoozed", "Jobs whose handler asked to run later.", labels, registry=r
+        )
+        self.cancelled = Counter(
+            "jobvisor_jobs_cancelled", "Jobs their handler cancelled.", labels, registry=r
+        )
+        self.reaped = Counter(
+            "jobvisor_jobs_reaped",
+            "Jobs whose lease expired and were taken back by the reaper.",
+            labels, registry=r,
+        )  # fmt: skip
+        self.duration = Histogram(
+            "jobvisor_job_duration_seconds", "How long one execution of a job ran.", labels,
+            buckets=DURATION_BUCKETS, registry=r,
+        )  # fmt: skip
+        self.queue_jobs = Gauge(
+            "jobvisor_queue_jobs", "Jobs in the database by queue and status.",
+            ("queue", "status"), registry=r,
+        )  # fmt: skip
+        self.oldest_pending_age = Gauge(
+            "jobvisor_queue_oldest_pending_age_seconds",
+            "Age of the oldest job that is due and not yet claimed, by queue.",
+            ("queue",), registry=r,
+        )  # fmt: skip
+        self.claims = Counter(
+            "jobvisor_claims", "Claim statements that returned at least one job.", registry=r
+        )
+        self.claimed = Counter("jobvisor_jobs_claimed", "Jobs claimed by workers.", registry=r)
+        self.worker_restarts = Counter(
+            "jobvisor_worker_restarts", "Workers replaced, by reason.", ("reason",), registry=r
+        )
+        self.lease_lost = Counter(
+            "jobvisor_lease_lost",
+            "Running jobs whose lease was lost (expired or taken by another worker).",
+            registry=r,
+        )
+        self.workers = Gauge("jobvisor_workers", "Worker processes alive.", registry=r)
+        self._by_outcome: dict[str, Counter] = {
+            "completed": self.completed,
+            "failed": self.failed,
+            "dead": self.dead,
+            "released": self.released,
+            "snoozed": self.snoozed,
+            "cancelled": self.cancelled,
+        }
+
+    def record_worker_message(self, message: Mapping[str, Any]) -> None:
+        """Fold one `metrics` message from a worker into the totals."""
+        self.claims.inc(_count(message.get("claims")))
+        self.claimed.inc(_count(message.get("claimed")))
+        self.lease_lost.inc(_count(message.get("lease_lost")))
+        jobs = message.get("jobs")
+        if not isinstance(jobs, list):
+            return
+        for entry in jobs:
+            if not isinstance(entry, Mapping):
+                continue
+            queue, job_type = _label(entry.get("queue")), _label(entry.get("job_type"))
+            counter = self._by_outcome.get(entry.get("outcome"))  # type: ignore[arg-type]
+            if queue is None or job_type is None or counter is None:
+                continue
+            counter.labels(queue, job_type).inc(_count(entry.get("count", 1)))
+            seconds = entry.get("seconds")
+            if isinstance(seconds, int | float) and not isinstance(seconds, bool):
+                seconds = [seconds]
+            if isinstance(seconds, list):
+                histogram = self.duration.labels(queue, job_type)
+                for value in seconds:
+                    if _duration(value):
+                        histogram.observe(value)
+
+    def record_summary(self, summary: Summary) -> None:
+        """Set the queue gauges from a status summary; queues gone since the
+        last one disappear from the output."""
+        self.queue_jobs.clear()
+        self.oldest_pending_age.clear()
+        for name in sorted({r.queue for r in summary.rows}):
+            for status in JobStatus:
+                self.queue_jobs.labels(name, status.value).set(summary.count(status, name))
+            self.oldest_pending_age.labels(name).set(summary.oldest_pending_age.get(name, 0.0))
+
+    def record_restart(self, reason: str) -> None:
+        """A worker was replaced: `crashed`, `killed` (a signal; SIGKILL is
+        usually the OOM killer), `unresponsive` (missed heartbeats),
+        `hard_limit` (a job overran its hard time limit) or `reload` (SIGHUP)."""
+        self.worker_restarts.labels(reason or "unknown").inc()
+
+    def record_reaped(self, count: int, *, queue: str = "", job_type: str = "") -> None:
+        """Expired leases the reaper took back. `reap_expired()` returns a count
+        only, so the labels are empty unless the caller knows better."""
+        if count > 0:
+            self.reaped.labels(queue, job_type).inc(count)
+
+    def set_workers(self, alive: int) -> None:
+        self.workers.set(alive)
+
+    def exposition(self) -> bytes:
+        """The registry in the Prometheus text format, version 0.0.4."""
+        return generate_latest(self.registry)
+
+
+class WorkerMetrics:
+    """What one worker counts between two `metrics` messages.
+
+    The worker calls `job_ended` for each execution, `claimed` after each claim
+    and `lease_lost` when a lease is lost; every few seconds it sends each
+    message of `drain()` on its control channel.
+    """
+
+    def __init__(self) -> None:
+        self._claims = 0
+        self._claimed = 0
+        self._lease_lost = 0
+        self._jobs: dict[tuple[str, str, str], tuple[int, list[float]]] = {}
+
+    def job_ended(self, queue: str, job_type: str, outcome: str, seconds: float | None) -> None:
+        count, durations = self._jobs.get((queue, job_type, outcome), (0, []))
+        if seconds is not None:
+            durations.append(round(seconds, 6))
+        self._jobs[(queue, job_type, outcome)] = (count + 1, durations)
+
+    def claimed(self, jobs: int) -> None:
+        if jobs > 0:
+            self._claims += 1
+            self._claimed += jobs
+
+    def lease_lost(self, jobs: int = 1) -> None:
+        self._lease_lost += jobs
+
+    def drain(self) -> list[dict[str, Any]]:
+        """The counts since the last call, as messages that each encode to
+        under `MESSAGE_LIMIT` bytes; empty when there is nothing to report."""
+        messages: list[dict[str, Any]] = []
+        head: dict[str, Any] = {"t": "metrics"}
+        if self._claims:
+            head["claims"], head["claimed"] = self._claims, self._claimed
+        if self._lease_lost:
+            head["lease_lost"] = self._lease_lost
+        entries = list(self._entries())
+        self._claims = self._claimed = self._lease_lost = 0
+        self._jobs = {}
+        current, size = head, _size(head)
+        for entry in entries:
+            cost = _size(entry) + 10
+            if "jobs" in current and size + cost > MESSAGE_LIMIT:
+                messages.append(current)
+                current, size = {"t": "metrics"}, _size({"t": "metrics"})
+            current.setdefault("jobs", []).append(entry)
+            size += cost
+        if len(current) > 1:
+            messages.append(current)
+        return messages
+
+    def _entries(self) -> Iterable[dict[str, Any]]:
+        for (queue, job_type, outcome), (count, durations) in sorted(self._jobs.items()):
+            # Long lists of durations are split so that one entry fits a message.
+            step = 100
+            for start in range(0, max(count, 1), step):
+                chunk = durations[start : start + step]
+                n = min(step, count - start)
+                yield {"queue": queue, "job_type": job_type, "outcome": outcome,
+                       "count": n, "seconds": chunk}  # fmt: skip
+
+
+def _size(message: Mapping[str, Any]) -> int:
+    return len(json.dumps(message, separators=(",", ":")))
