@@ -1,0 +1,703 @@
+"""The `jobvisor` command line.
+
+Every command reads the same `JOBVISOR_*` environment as `jobvisor run`
+(`Config.load`), so an operator's shell, a systemd `EnvironmentFile=` and a
+Kubernetes ConfigMap all mean the same thing; the commands that use the
+database also take `--database-url`. Results go to stdout, errors to stderr
+as one line, and the exit code says what happened:
+
+    0   done
+    1   the operation failed: no such job, a job in the wrong status, the
+        database refused or could not be reached
+    2   usage: a bad argument or bad input; nothing was done
+    78  the configuration is invalid (EX_CONFIG); systemd does not restart
+    130 interrupted (Ctrl-C) during a one-shot command
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import datetime as dt
+import json
+import os
+import sqlite3
+import sys
+import time
+import uuid
+from collections.abc import Callable, Iterator, Sequence
+from typing import IO, Any, NoReturn, TextIO
+
+import psycopg
+
+from . import __version__
+from .config import EX_CONFIG, SETTINGS, Config, ConfigError
+from .queue import InvalidArgument, JobNotFound, JobStatus, JobvisorError, NewJob, Queue, connect
+from .queue.api import parse_url
+from .queue.model import Job
+
+EXIT_OK = 0
+EXIT_FAILED = 1
+EXIT_USAGE = 2
+EXIT_INTERRUPTED = 130
+
+ENQUEUE_KEYS = (
+    "job_type", "payload", "queue", "priority", "run_at", "delay", "max_attempts",
+    "dedupe_key", "correlation_id",
+)  # fmt: skip
+ENQUEUE_BATCH = 1000
+DEFAULT_WATCH_INTERVAL = 2.0
+
+EXIT_CODES_HELP = """\
+exit codes:
+  0   done
+  1   the operation failed (no such job, wrong status, database error)
+  2   usage: a bad argument or bad input; nothing was done
+  78  invalid configuration (EX_CONFIG)
+  130 interrupted
+"""
+
+
+class UsageError(Exception):
+    """Bad input found after argument parsing: exit 2, nothing done."""
+
+
+class OperationFailed(Exception):
+    """The operation could not be done: exit 1."""
+
+
+# --- output helpers -------------------------------------------------------------
+
+
+def _err(prog: str, message: str) -> None:
+    print(f"{prog}: error: {message}", file=sys.stderr)
+
+
+def _json_default(value: Any) -> Any:
+    if isinstance(value, dt.datetime):
+        return value.isoformat()
+    if isinstance(value, uuid.UUID | JobStatus):
+        return str(value)
+    raise TypeError(f"not JSON serialisable: {type(value).__name__}")
+
+
+def _print_json(value: Any) -> None:
+    print(json.dumps(value, default=_json_default, indent=2, sort_keys=False))
+
+
+def _job_dict(job: Job) -> dict[str, Any]:
+    return {
+        "id": str(job.id),
+        "queue": job.queue,
+        "job_type": job.job_type,
+        "status": job.status.value,
+        "priority": job.priority,
+        "attempts": job.attempts,
+        "max_attempts": job.max_attempts,
+        "run_at": job.run_at,
+        "created_at": job.created_at,
+        "started_at": job.started_at,
+        "finished_at": job.finished_at,
+        "correlation_id": job.correlation_id,
+        "dedupe_key": job.dedupe_key,
+        "worker_id": job.worker_id,
+        "last_error": job.last_error,
+        "payload": job.payload,
+    }
+
+
+def _when(value: dt.datetime | None) -> str:
+    if value is None:
+        return "-"
+    return value.astimezone(dt.UTC).strftime("%Y-%m-%d %H:%M:%SZ")
+
+
+def _one_line(text: str | None, width: int) -> str:
+    if not text:
+        return "-"
+    line = " ".join(text.split())
+    return line if len(line) <= width else line[: width - 1] + "…"
+
+
+def _table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
+    lines = ["  ".join(c.ljust(w) for c, w in zip(header, widths, strict=True)).rstrip()]
+    lines.append("  ".join("-" * w for w in widths))
+    lines += ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows]
+    return "\n".join(lines)
+
+
+class Progress:
+    """A progress bar on stderr, drawn only when stderr is a terminal."""
+
+    def __init__(self, total: int, stream: TextIO, *, label: str = "enqueued") -> None:
+        self.total, self.stream, self.label = total, stream, label
+        self.enabled = stream.isatty() and total > 0
+        self._last = -1.0
+
+    def update(self, done: int) -> None:
+        if not self.enabled:
+            return
+        now = time.monotonic()
+        if done < self.total and now - self._last < 0.1:
+            return
+        self._last = now
+        width = 30
+        filled = width * done // self.total
+        bar = "#" * filled + "." * (width - filled)
+        percent = 100 * done // self.total
+        self.stream.write(f"\r[{bar}] {percent:3d}% {done}/{self.total} {self.label}")
+        self.stream.flush()
+
+    def finish(self) -> None:
+        if self.enabled:
+            self.stream.write("\n")
+            self.stream.flush()
+
+
+# --- configuration and connection --------------------------------------------------------
+
+
+def _load_config(args: argparse.Namespace) -> Config:
+    overrides = {}
+    for s in SETTINGS:
+        value = getattr(args, f"setting_{s.field}", None)
+        if value is not None:
+            overrides[s.field] = value
+    return Config.load(overrides=overrides)
+
+
+@contextlib.contextmanager
+def _queue(config: Config) -> Iterator[Queue]:
+    q = connect(config.database_url, pool_size=1)
+    try:
+        yield q
+    finally:
+        q.close()
+
+
+# --- commands ---------------------------------------------------------------------
+
+
+def cmd_run(args: argparse.Namespace, config: Config) -> int:
+    try:
+        # Imported here: the other commands need neither uvloop nor the worker code.
+        from . import supervisor  # noqa: PLC0415
+    except ImportError as exc:  # pragma: no cover - only before the supervisor exists
+        raise OperationFailed(f"the supervisor is not available: {exc}") from None
+    main = getattr(supervisor, "main", None)
+    if main is None:  # pragma: no cover - only before the supervisor exists
+        raise OperationFailed("the supervisor is not available in this build")
+    return int(main(config))
+
+
+def cmd_migrate(args: argparse.Namespace, config: Config) -> int:
+    with _queue(config) as q:
+        applied = q.migrate()
+        version = q.schema_version()
+    if applied:
+        print(f"applied migrations {', '.join(map(str, applied))}; schema version {version}")
+    else:
+        print(f"schema is up to date (version {version})")
+    return EXIT_OK
+
+
+def _parse_run_at(text: str, where: str) -> dt.datetime:
+    try:
+        value = dt.datetime.fromisoformat(text)
+    except ValueError:
+        raise UsageError(f"{where}={text!r}: expected an ISO 8601 date and time") from None
+    if value.tzinfo is None:
+        raise UsageError(f"{where}={text!r}: expected a time zone (for example Z or +02:00)")
+    return value
+
+
+def _parse_payload(text: str, where: str) -> Any:
+    try:
+        return json.loads(text)
+    except ValueError as exc:
+        raise UsageError(f"{where}={_short(text)}: expected JSON ({exc})") from None
+
+
+def _short(text: str) -> str:
+    return repr(text if len(text) <= 60 else text[:57] + "...")
+
+
+def _job_from_line(line: str, number: int) -> NewJob:
+    where = f"line {number}"
+    try:
+        item = json.loads(line)
+    except ValueError as exc:
+        raise UsageError(f"{where}: not JSON ({exc})") from None
+    if not isinstance(item, dict):
+        raise UsageError(f"{where}: expected a JSON object with a job_type, got {_short(line)}")
+    unknown = sorted(set(item) - set(ENQUEUE_KEYS))
+    if unknown:
+        raise UsageError(
+            f"{where}: unknown key {unknown[0]!r}; expected some of {', '.join(ENQUEUE_KEYS)}"
+        )
+    if "job_type" not in item:
+        raise UsageError(f"{where}: missing 'job_type'")
+    if isinstance(item.get("run_at"), str):
+        item["run_at"] = _parse_run_at(item["run_at"], f"{where}: run_at")
+    try:
+        return NewJob.build(**item)
+    except InvalidArgument as exc:
+        raise UsageError(f"{where}: {exc}") from None
+
+
+def _read_jobs(stream: IO[str]) -> list[NewJob]:
+    jobs = []
+    for number, line in enumerate(stream, start=1):
+        if line.strip():
+            jobs.append(_job_from_line(line, number))
+    return jobs
+
+
+@contextlib.contextmanager
+def _transaction(url: str) -> Iterator[Any]:
+    """One transaction on a connection of our own: every batch of an
+    `enqueue --file` goes in it, so a failure half-way writes nothing."""
+    engine, target = parse_url(url)
+    if engine == "postgres":
+        with psycopg.connect(target) as conn:  # commits on success, rolls back on error
+            yield conn
+        return
+    lite = sqlite3.connect(target, timeout=30.0, isolation_level=None)
+    try:
+        lite.execute("BEGIN IMMEDIATE")
+        try:
+            yield lite
+        except BaseException:
+            lite.execute("ROLLBACK")
+            raise
+        lite.execute("COMMIT")
+    finally:
+        lite.close()
+
+
+def cmd_enqueue(args: argparse.Namespace, config: Config) -> int:
+    if args.file is not None:
+        if args.job_type is not None:
+            raise UsageError("give a job type or --file, not both")
+        single_options = ("payload", "run_at", "delay", "dedupe_key", "correlation_id")
+        given = [o for o in single_options if getattr(args, o) is not None]
+        if given or args.queue is not None or args.priority is not None:
+            raise UsageError("with --file, each line carries its own options")
+        return _enqueue_file(args, config)
+    if args.job_type is None:
+        raise UsageError("give a job type, or --file PATH (- for stdin) with JSON lines")
+    options: dict[str, Any] = {
+        name: getattr(args, name)
+        for name in ("queue", "priority", "delay", "max_attempts", "dedupe_key", "correlation_id")
+        if getattr(args, name) is not None
+    }
+    if args.payload is not None:
+        options["payload"] = _parse_payload(args.payload, "--payload")
+    if args.run_at is not None:
+        options["run_at"] = _parse_run_at(args.run_at, "--run-at")
+    try:
+        job = NewJob.build(args.job_type, **options)
+    except InvalidArgument as exc:
+        raise UsageError(str(exc)) from None
+    with _queue(config) as q:
+        (job_id,) = q.enqueue_many([job])
+    print(job_id)
+    return EXIT_OK
+
+
+def _enqueue_file(args: argparse.Namespace, config: Config) -> int:
+    if args.file == "-":
+        jobs = _read_jobs(sys.stdin)
+    else:
+        try:
+            with open(args.file, encoding="utf-8") as stream:
+                jobs = _read_jobs(stream)
+        except OSError as exc:
+            raise UsageError(f"--file {args.file!r}: {exc.strerror or exc}") from None
+        except UnicodeDecodeError as exc:
+            raise UsageError(f"--file {args.file!r}: not UTF-8 text ({exc.reason})") from None
+    progress = Progress(len(jobs), sys.stderr)
+    with _queue(config) as q, _transaction(config.database_url) as conn:
+        done = 0
+        progress.update(0)
+        for start in range(0, len(jobs), ENQUEUE_BATCH):
+            batch = jobs[start : start + ENQUEUE_BATCH]
+            q.enqueue_many(batch, conn=conn)
+            done += len(batch)
+            progress.update(done)
+    progress.finish()
+    print(f"enqueued {len(jobs)} job{'s' if len(jobs) != 1 else ''}")
+    return EXIT_OK
+
+
+def cmd_status(args: argparse.Namespace, config: Config) -> int:
+    with _queue(config) as q:
+        if args.watch is None:
+            _show_status(q, as_json=args.json, clear=False)
+            return EXIT_OK
+        if not args.watch > 0:
+            raise UsageError(f"--watch {args.watch!r}: expected seconds > 0")
+        clear = sys.stdout.isatty() and not args.json
+        try:
+            while True:
+                _show_status(q, as_json=args.json, clear=clear)
+                time.sleep(args.watch)
+        except KeyboardInterrupt:
+            return EXIT_OK
+
+
+def _show_status(q: Queue, *, as_json: bool, clear: bool) -> None:
+    summary = q.summary()
+    if as_json:
+        print(json.dumps(summary.to_dict()), flush=True)
+        return
+    if clear:
+        sys.stdout.write("\x1b[H\x1b[2J")
+    stamp = dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M:%SZ")
+    print(f"{summary}\n{stamp}", flush=True)
+    if not clear:
+        print(flush=True)
+
+
+def cmd_dead_list(args: argparse.Namespace, config: Config) -> int:
+    if args.limit < 1:
+        raise UsageError(f"--limit {args.limit}: expected an integer >= 1")
+    with _queue(config) as q:
+        jobs = q.dead.list(args.limit, job_type=args.type)
+        total = q.dead.count()
+    if args.json:
+        _print_json([_job_dict(j) for j in jobs])
+        return EXIT_OK
+    if not jobs:
+        print("no dead jobs" + (f" of type {args.type!r}" if args.type else ""))
+        return EXIT_OK
+    rows = [
+        [str(j.id), j.job_type, j.queue, f"{j.attempts}/{j.max_attempts}",
+         _when(j.finished_at), _one_line(j.last_error, 60)]
+        for j in jobs
+    ]  # fmt: skip
+    print(_table(["id", "type", "queue", "attempts", "died", "last error"], rows))
+    print(f"\nshowing {len(jobs)} of {total} dead job{'s' if total != 1 else ''}")
+    return EXIT_OK
+
+
+def cmd_dead_show(args: argparse.Namespace, config: Config) -> int:
+    with _queue(config) as q:
+        job = q.dead.get(args.id)
+    data = _job_dict(job)
+    if args.json:
+        _print_json(data)
+        return EXIT_OK
+    for key, value in data.items():
+        if key in ("last_error", "payload"):
+            continue
+        shown = _when(value) if isinstance(value, dt.datetime) else value
+        print(f"{key + ':':<16}{'-' if shown is None else shown}")
+    print(f"{'payload:':<16}{json.dumps(job.payload, sort_keys=True)}")
+    print("last_error:")
+    print(job.last_error or "-")
+    return EXIT_OK
+
+
+def _bulk(
+    args: argparse.Namespace,
+    config: Config,
+    *,
+    verb: str,
+    action: Callable[[Queue, uuid.UUID], None],
+) -> int:
+    """Requeue or discard dead jobs by id, or every dead job of a type after
+    a confirmation that shows how many."""
+    if bool(args.ids) == bool(args.type):
+        raise UsageError("give job ids or --type TYPE (one of them)")
+    with _queue(config) as q:
+        if args.ids:
+            ids = [_job_id(text) for text in args.ids]
+        else:
+            ids = [j.id for j in q.dead.list(2**31 - 1, job_type=args.type)]
+            if not ids:
+                print(f"no dead jobs of type {args.type!r}")
+                return EXIT_OK
+            what = f"{len(ids)} dead job{'s' if len(ids) != 1 else ''} of type {args.type!r}"
+            if not args.yes:
+                _confirm(f"{verb.capitalize()} {what}?", what=what, verb=verb)
+        done, failed = 0, []
+        for job_id in ids:
+            try:
+                action(q, job_id)
+            except JobNotFound as exc:
+                failed.append(str(exc))
+                continue
+            done += 1
+    past = "requeued" if verb == "requeue" else "discarded"
+    print(f"{past} {done} dead job{'s' if done != 1 else ''}")
+    for message in failed:
+        print(f"jobvisor dead {verb}: {message}", file=sys.stderr)
+    return EXIT_OK if not failed else EXIT_FAILED
+
+
+def _job_id(text: str) -> uuid.UUID:
+    try:
+        return uuid.UUID(text)
+    except ValueError:
+        raise UsageError(f"job id {text!r}: expected a UUID") from None
+
+
+def _confirm(question: str, *, what: str, verb: str) -> None:
+    if not sys.stdin.isatty():
+        raise UsageError(
+            f"refusing to {verb} {what} without confirmation: stdin is not a terminal; pass --yes"
+        )
+    sys.stderr.write(f"{question} [y/N] ")
+    sys.stderr.flush()
+    answer = sys.stdin.readline().strip().lower()
+    if answer not in ("y", "yes"):
+        raise OperationFailed(f"not confirmed; nothing was done ({what})")
+
+
+def cmd_dead_requeue(args: argparse.Namespace, config: Config) -> int:
+    return _bulk(args, config, verb="requeue", action=lambda q, i: q.dead.requeue(i))
+
+
+def cmd_dead_discard(args: argparse.Namespace, config: Config) -> int:
+    return _bulk(args, config, verb="discard", action=lambda q, i: q.dead.discard(i))
+
+
+def cmd_cancel(args: argparse.Namespace, config: Config) -> int:
+    job_ids = [_job_id(text) for text in args.ids]
+    failed = 0
+    with _queue(config) as q:
+        for job_id in job_ids:
+            try:
+                q.cancel(job_id)
+            except JobNotFound as exc:
+                _err("jobvisor cancel", str(exc))
+                failed += 1
+                continue
+            print(f"cancelled {job_id}")
+    return EXIT_FAILED if failed else EXIT_OK
+
+
+def cmd_cleanup(args: argparse.Namespace, config: Config) -> int:
+    older_than: Any
+    if args.older_than is not None:
+        older_than = args.older_than
+    else:
+        older_than = {
+            JobStatus.COMPLETED: config.retention_completed,
+            JobStatus.CANCELLED: config.retention_cancelled,
+            JobStatus.DEAD: config.retention_dead,
+        }
+    with _queue(config) as q:
+        deleted = q.cleanup(older_than)
+    print(f"deleted {deleted} finished job{'s' if deleted != 1 else ''}")
+    return EXIT_OK
+
+
+def cmd_config(args: argparse.Namespace, config: Config) -> int:
+    rows = config.describe()
+    if args.json:
+        _print_json([{"variable": v, "value": value, "source": s} for v, value, s in rows])
+        return EXIT_OK
+    print(_table(["variable", "value", "source"], [list(r) for r in rows]))
+    return EXIT_OK
+
+
+def cmd_version(args: argparse.Namespace, config: Config | None) -> int:
+    print(f"jobvisor {__version__}")
+    return EXIT_OK
+
+
+# --- the parser ---------------------------------------------------------------------
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse with our usage exit code and the exit codes in every --help."""
+
+    def error(self, message: str) -> NoReturn:
+        self.print_usage(sys.stderr)
+        self.exit(EXIT_USAGE, f"{self.prog}: error: {message}\n")
+
+
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected seconds") from None
+    if not value >= 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"{text!r}: expected seconds >= 0")
+    return value
+
+
+def _database_flag(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--database-url", dest="setting_database_url", metavar="URL",
+        help="the database (default: $JOBVISOR_DATABASE_URL, else sqlite:///jobvisor.db)",
+    )  # fmt: skip
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(
+        prog="jobvisor",
+        description="A durable background-job queue on PostgreSQL or SQLite, and the service "
+        "that runs the jobs. Every command reads the JOBVISOR_* environment.",
+        epilog=EXIT_CODES_HELP,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--version", action="version", version=f"jobvisor {__version__}")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    commands.required = True
+
+    def command(name: str, help: str, func: Callable[..., int], **kw: Any) -> _Parser:
+        sub: _Parser = commands.add_parser(
+            name, help=help, description=help, epilog=EXIT_CODES_HELP,
+            formatter_class=argparse.RawDescriptionHelpFormatter, **kw,
+        )  # fmt: skip
+        sub.set_defaults(func=func)
+        return sub
+
+    run = command("run", "run the supervisor and its workers until SIGTERM", cmd_run)
+    for s in SETTINGS:
+        run.add_argument(
+            s.flag, dest=f"setting_{s.field}", metavar="VALUE",
+            help=f"{s.help} [{s.env}, default {s.default!r}; {s.expected}]",
+        )  # fmt: skip
+
+    migrate = command("migrate", "create or upgrade the database schema", cmd_migrate)
+    _database_flag(migrate)
+
+    enqueue = command(
+        "enqueue",
+        "add one job from arguments, or many from JSON lines (--file, - for stdin)",
+        cmd_enqueue,
+    )
+    _database_flag(enqueue)
+    enqueue.add_argument("job_type", nargs="?", metavar="TYPE", help="the handler's name")
+    enqueue.add_argument("--payload", metavar="JSON", help="the job's payload (default {})")
+    enqueue.add_argument("--queue", metavar="NAME", help="the queue (default 'default')")
+    enqueue.add_argument("--priority", type=int, metavar="N", help="higher runs first (0)")
+    when = enqueue.add_mutually_exclusive_group()
+    when.add_argument("--delay", type=_seconds, metavar="SECONDS", help="run no sooner than this")
+    when.add_argument("--run-at", metavar="ISO8601", help="run no sooner than this time (with tz)")
+    enqueue.add_argument("--max-attempts", type=int, metavar="N", help="attempts (default 20)")
+    enqueue.add_argument("--dedupe-key", metavar="KEY", help="at most one live job per key")
+    enqueue.add_argument("--correlation-id", metavar="ID", help="carried into logs")
+    enqueue.add_argument(
+        "--file", metavar="PATH",
+        help="JSON lines, one job per line with the keys " + ", ".join(ENQUEUE_KEYS)
+        + "; - reads stdin. Every line is checked before anything is written, and all "
+        "go in one transaction",
+    )  # fmt: skip
+
+    status = command("status", "job counts by queue and status, oldest pending age", cmd_status)
+    _database_flag(status)
+    status.add_argument("--json", action="store_true", help="one JSON object")
+    status.add_argument(
+        "--watch", type=_seconds, nargs="?", const=DEFAULT_WATCH_INTERVAL, metavar="SECONDS",
+        help=f"repeat every SECONDS (default {DEFAULT_WATCH_INTERVAL:g}) until Ctrl-C",
+    )  # fmt: skip
+
+    dead = command("dead", "inspect, requeue or discard jobs that ran out of attempts", _no_op)
+    dead_commands = dead.add_subparsers(dest="dead_command", metavar="ACTION", parser_class=_Parser)
+    dead_commands.required = True
+
+    def dead_command(name: str, help: str, func: Callable[..., int]) -> _Parser:
+        sub: _Parser = dead_commands.add_parser(
+            name, help=help, description=help, epilog=EXIT_CODES_HELP,
+            formatter_class=argparse.RawDescriptionHelpFormatter,
+        )  # fmt: skip
+        sub.set_defaults(func=func)
+        _database_flag(sub)
+        return sub
+
+    dead_list = dead_command("list", "dead jobs, oldest first", cmd_dead_list)
+    dead_list.add_argument("--type", metavar="TYPE", help="only this job type")
+    dead_list.add_argument("--limit", type=int, default=100, metavar="N", help="at most N (100)")
+    dead_list.add_argument("--json", action="store_true", help="a JSON array")
+    dead_show = dead_command("show", "one dead job with its payload and last error", cmd_dead_show)
+    dead_show.add_argument("id", metavar="ID")
+    dead_show.add_argument("--json", action="store_true", help="a JSON object")
+    for name, func, help in (
+        ("requeue", cmd_dead_requeue, "back to pending with attempts reset"),
+        ("discard", cmd_dead_discard, "delete for good"),
+    ):
+        sub = dead_command(name, f"{help}: by id, or every dead job of --type", func)
+        sub.add_argument("ids", nargs="*", metavar="ID")
+        sub.add_argument("--type", metavar="TYPE", help="every dead job of this type")
+        sub.add_argument("--yes", "-y", action="store_true", help="do not ask to confirm")
+
+    cancel = command("cancel", "cancel pending or retryable jobs; they will never run", cmd_cancel)
+    _database_flag(cancel)
+    cancel.add_argument("ids", nargs="+", metavar="ID")
+
+    cleanup = command("cleanup", "delete finished jobs past their retention", cmd_cleanup)
+    _database_flag(cleanup)
+    cleanup.add_argument(
+        "--older-than", type=_seconds, metavar="SECONDS",
+        help="one age for completed, dead and cancelled jobs (default: JOBVISOR_RETENTION_*)",
+    )  # fmt: skip
+
+    config = command(
+        "config", "the effective configuration and where each value came from", cmd_config
+    )
+    _database_flag(config)
+    config.add_argument("--json", action="store_true", help="a JSON array")
+
+    command("version", "the installed version", cmd_version)
+    return parser
+
+
+def _no_op(args: argparse.Namespace, config: Config) -> int:  # pragma: no cover
+    return EXIT_USAGE
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run one command; returns the exit code (see the module docstring)."""
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:  # --help, --version and usage errors
+        code: object = exc.code
+        return code if isinstance(code, int) else EXIT_USAGE
+    prog = "jobvisor " + args.command + (f" {args.dead_command}" if args.command == "dead" else "")
+    if args.command == "version":
+        return cmd_version(args, None)
+    try:
+        config = _load_config(args)
+    except ConfigError as exc:
+        print(f"jobvisor: configuration error: {exc}", file=sys.stderr)
+        return EX_CONFIG
+    try:
+        return int(args.func(args, config))
+    except UsageError as exc:
+        _err(prog, str(exc))
+        return EXIT_USAGE
+    except InvalidArgument as exc:
+        _err(prog, str(exc))
+        return EXIT_USAGE
+    except (OperationFailed, JobvisorError) as exc:
+        _err(prog, str(exc))
+        return EXIT_FAILED
+    except (psycopg.Error, sqlite3.Error) as exc:
+        _err(prog, _database_error(exc))
+        return EXIT_FAILED
+    except KeyboardInterrupt:
+        print(file=sys.stderr)
+        return EXIT_INTERRUPTED
+    except BrokenPipeError:
+        # stdout closed early (`jobvisor dead list | head`): not an error.
+        with contextlib.suppress(OSError):
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_OK
+
+
+def _database_error(exc: Exception) -> str:
+    text = " ".join(str(exc).split()) or type(exc).__name__
+    if "jobvisor_jobs" in text and ("does not exist" in text or "no such table" in text):
+        return f"the database has no jobvisor schema; run `jobvisor migrate` first ({text})"
+    return f"database error: {text}"
+
+
+if __name__ == "__main__":
+    sys.exit(main())
