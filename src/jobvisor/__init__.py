@@ -18,20 +18,25 @@ from .queue import (
     correlation_scope,
     current_correlation_id,
 )
+from .worker.registry import Cancel, JobContext, Registry, Snooze
 
 __version__ = "0.1.0"
 
 __all__ = [
     "AsyncQueue",
+    "Cancel",
     "InvalidArgument",
     "Job",
+    "JobContext",
     "JobNotFound",
     "JobStatus",
     "JobvisorError",
     "LeaseLost",
     "MissingCorrelationId",
     "Queue",
+    "Registry",
     "RetryPolicy",
+    "Snooze",
     "Summary",
     "__version__",
     "connect",

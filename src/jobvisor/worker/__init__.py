@@ -1,0 +1,7 @@
+"""One worker process: handlers by job type (`Registry`) and the event loop
+that claims and runs their jobs (`Worker`). `python -m jobvisor.worker` is the
+process the supervisor starts."""
+
+from .registry import AppError, Cancel, Handler, JobContext, Registry, Snooze, load_app
+
+__all__ = ["AppError", "Cancel", "Handler", "JobContext", "Registry", "Snooze", "load_app"]

@@ -1,0 +1,588 @@
+"""One worker's event loop: claim, run, settle, renew, drain.
+
+Design note. A worker is a handful of tasks on one asyncio loop that share
+a few in-memory tables and never block each other:
+
+- the claim loop claims as many jobs as there are free slots, in one
+  statement, and starts a task per job. It sleeps when the queue is empty
+  (until a PostgreSQL NOTIFY, or an adaptive poll) or when every slot is busy.
+- a job task runs the handler (on the loop, or in the thread pool for a plain
+  function) under the job's correlation id and its timeout, then records the
+  outcome in a buffer. It never writes to the database itself.
+- the flush loop writes the buffered outcomes: all completions in one
+  `complete_many`, all releases in one `release_many`, the rarer fails,
+  snoozes and cancels each in its own guarded statement, concurrently. What
+  finishes while a flush is in flight waits for the next flush, so batches
+  grow with the load and a quiet worker writes at once. A database error
+  puts the batch back and retries with backoff: an outcome is never dropped.
+- the renew loop extends every held lease (running, or finished but not yet
+  written) in one `renew_many` per half lease. A job whose lease was lost is
+  cancelled, and whatever its handler returns is dropped: the job belongs to
+  someone else now.
+- the heartbeat loop tells the parent the loop is turning, reports metrics,
+  and stops the worker when the parent is gone.
+
+`stop()` (SIGTERM) ends claiming; running jobs get `shutdown_timeout` to
+finish; the rest are cancelled and released (attempt not counted); the
+outcomes are flushed; then the tasks end. `stop(fast=True)` (SIGQUIT, or a
+second SIGTERM) cuts the wait short.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import contextvars
+import os
+import random
+import sqlite3
+import threading
+import time
+import traceback
+import uuid
+from collections.abc import Callable, Sequence
+from typing import Any, Final
+
+import psycopg
+
+from ..log import get_logger
+from ..queue.api import AsyncQueue, parse_url
+from ..queue.correlation import correlation_id_var
+from ..queue.errors import LeaseLost
+from ..queue.model import Job, JobStatus
+from .metrics import Metrics
+from .protocol import HEARTBEAT_INTERVAL, ControlChannel
+from .registry import Cancel, Handler, JobContext, Registry, Snooze
+
+log = get_logger("worker")
+
+# Errors that mean "the database is unreachable or busy right now": the
+# operation is retried with backoff and nothing is dropped.
+DB_ERRORS: Final = (
+    psycopg.OperationalError,
+    psycopg.InterfaceError,
+    psycopg.errors.TransactionRollback,
+    sqlite3.OperationalError,
+)
+
+MIN_POLL: Final = 0.005  # the first poll after work was found
+SQLITE_MAX_POLL: Final = 0.1  # SQLite has no NOTIFY: stay responsive
+TRACEBACK_FRAMES: Final = 8  # frames kept in last_error
+LISTEN_CHANNEL_SQL: Final = "LISTEN jobvisor"  # JOB_NOTIFY's channel in sql_postgres
+
+
+class Backoff:
+    """Exponential backoff with jitter, for retrying after a database error."""
+
+    def __init__(self, first: float = 0.05, cap: float = 2.0) -> None:
+        self.first, self.cap, self.tries = first, cap, 0
+
+    def next(self) -> float:
+        delay = min(self.cap, self.first * 2.0 ** min(self.tries, 30))
+        self.tries += 1
+        return delay * (0.5 + random.random() / 2)
+
+    def reset(self) -> None:
+        self.tries = 0
+
+
+def error_text(exc: BaseException) -> str:
+    """One line naming the error, then the innermost frames of its traceback."""
+    message = str(exc).strip()
+    head = f"{type(exc).__name__}: {message.splitlines()[0]}" if message else type(exc).__name__
+    frames = traceback.extract_tb(exc.__traceback__)[-TRACEBACK_FRAMES:]
+    return head + ("\n" + "".join(traceback.format_list(frames)).rstrip() if frames else "")
+
+
+class _Running:
+    """A job whose handler is running."""
+
+    __slots__ = ("handler", "job", "stop_reason", "task")
+
+    def __init__(self, job: Job, handler: Handler) -> None:
+        self.job = job
+        self.handler = handler
+        self.task: asyncio.Task[None] | None = None
+        self.stop_reason: str | None = None  # "lease_lost" or "drain" once cancelled
+
+
+# A buffered outcome other than completed/released: (kind, job, argument).
+_Write = tuple[str, Job, Any]
+
+
+class Worker:
+    """Runs the jobs of `registry` from `queue` until stopped.
+
+    `queue` should be an `AsyncQueue` opened for this worker only. On
+    PostgreSQL the worker also holds one connection of its own that LISTENs
+    for new jobs. `channel` is the pipe to the supervisor (a no-op standalone).
+    """
+
+    def __init__(
+        self,
+        queue: AsyncQueue,
+        registry: Registry,
+        *,
+        worker_id: str,
+        concurrency: int = 20,
+        queues: Sequence[str] = (),
+        lease: float = 30.0,
+        poll_interval: float = 1.0,
+        shutdown_timeout: float = 30.0,
+        channel: ControlChannel | None = None,
+        watch_parent: bool | None = None,
+    ) -> None:
+        self.queue = queue
+        self.registry = registry
+        self.worker_id = worker_id
+        self.concurrency = concurrency
+        self.queues = tuple(queues)
+        self.lease = lease
+        self.poll_interval = poll_interval
+        self.shutdown_timeout = shutdown_timeout
+        self.channel = channel or ControlChannel(None)
+        engine, target = parse_url(queue.url)
+        self._listen_url = target if engine == "postgres" else None
+        sqlite_poll = min(poll_interval, SQLITE_MAX_POLL)
+        self._max_poll = poll_interval if engine == "postgres" else sqlite_poll
+        watch = self.channel.fd is not None if watch_parent is None else watch_parent
+        self._parent_pid = os.getppid() if watch else None
+        self.metrics = Metrics()
+
+        self._running: dict[uuid.UUID, _Running] = {}
+        self._held: dict[uuid.UUID, Job] = {}  # claimed and not yet settled in the database
+        self._completed: list[Job] = []
+        self._released: list[Job] = []
+        self._writes: list[_Write] = []
+
+        self._stop_requested = asyncio.Event()
+        self._fast = False
+        self._closing = False  # the final flush: the flush loop ends when the buffers are empty
+        self._wake = asyncio.Event()  # NOTIFY arrived, or stop
+        self._slot_free = asyncio.Event()
+        self._flush_wanted = asyncio.Event()
+        self._executor: concurrent.futures.ThreadPoolExecutor | None = None
+        self._threads_busy = 0
+        self._threads_lock = threading.Lock()
+        self._debug = False
+        self.clean = True  # False when an outcome could not be written before exit
+
+    # --- control ------------------------------------------------------------
+
+    def stop(self, *, fast: bool = False) -> None:
+        """Stop claiming and drain (`fast`: release running jobs at once).
+        Safe to call more than once; a later fast call shortens a drain."""
+        if fast:
+            self._fast = True
+        if not self._stop_requested.is_set():
+            log.info("worker.stopping", worker_id=self.worker_id, fast=fast,
+                     running=len(self._running))  # fmt: skip
+        self._stop_requested.set()
+        self._wake.set()
+        self._slot_free.set()
+
+    @property
+    def stopping(self) -> bool:
+        return self._stop_requested.is_set()
+
+    @property
+    def threads_busy(self) -> int:
+        """Handler threads still running (abandoned after a timeout or a drain)."""
+        return self._threads_busy
+
+    async def run(self) -> None:
+        """Run until `stop()` and the drain are done. Sets `clean` to False if
+        outcomes were left unwritten (the database stayed unreachable)."""
+        self._debug = log._logger.isEnabledFor(10)
+        if self.registry.needs_threads:
+            self._executor = concurrent.futures.ThreadPoolExecutor(
+                max_workers=self.concurrency, thread_name_prefix="jobvisor-handler"
+            )
+        log.info("worker.started", worker_id=self.worker_id, concurrency=self.concurrency,
+                 queues=",".join(self.queues) or "*", job_types=len(self.registry),
+                 engine=self.queue.engine)  # fmt: skip
+        helpers = [
+            asyncio.create_task(self._renew_loop(), name="renew"),
+            asyncio.create_task(self._heartbeat_loop(), name="heartbeat"),
+        ]
+        if self._listen_url is not None:
+            helpers.append(asyncio.create_task(self._listen_loop(), name="listen"))
+        flusher = asyncio.create_task(self._flush_loop(), name="flush")
+        claimer = asyncio.create_task(self._claim_loop(), name="claim")
+        try:
+            await self._stop_requested.wait()
+            # A claim in flight finishes (its jobs are released); one stuck
+            # waiting for an unreachable database is abandoned.
+            await asyncio.wait([claimer], timeout=max(1.0, self.shutdown_timeout))
+            claimer.cancel()
+            await self._drain()
+            self._closing = True
+            self._flush_wanted.set()
+            await asyncio.wait([flusher], timeout=max(5.0, self.lease))
+            if not flusher.done():
+                flusher.cancel()
+            unwritten = len(self._completed) + len(self._released) + len(self._writes)
+            if unwritten:
+                self.clean = False
+                detail = "the reaper takes these jobs back when their leases expire"
+                log.error(
+                    "worker.unwritten", worker_id=self.worker_id, jobs=unwritten, detail=detail
+                )
+        finally:
+            for task in [claimer, flusher, *helpers]:
+                task.cancel()
+            await asyncio.gather(claimer, flusher, *helpers, return_exceptions=True)
+            for message in self.metrics.take():
+                self.channel.send(message)
+            if self._executor is not None:
+                self._executor.shutdown(wait=False, cancel_futures=True)
+            log.info("worker.stopped", worker_id=self.worker_id, clean=self.clean)
+
+    # --- claiming -----------------------------------------------------------
+
+    async def _claim_loop(self) -> None:
+        backoff = Backoff()
+        idle_wait = MIN_POLL
+        queues = list(self.queues) or None
+        while not self.stopping:
+            free = self.concurrency - len(self._running)
+            if free <= 0:
+                self._slot_free.clear()
+                await self._slot_free.wait()
+                continue
+            self._wake.clear()
+            try:
+                jobs = await self.queue.claim(self.worker_id, queues=queues, limit=free,
+                                              lease=self.lease)  # fmt: skip
+            except DB_ERRORS as exc:
+                delay = backoff.next()
+                log.warning("worker.claim_failed", worker_id=self.worker_id,
+                            error=_one_line(exc), retry_in=round(delay, 3))  # fmt: skip
+                await self._wait_wake(delay)
+                continue
+            backoff.reset()
+            if self.stopping:  # claimed while the stop arrived: give them back
+                for job in jobs:
+                    self._held[job.id] = job
+                    self._released.append(job)
+                self._flush_wanted.set()
+                return
+            for job in jobs:
+                self._start(job)
+            if len(jobs) == free:
+                idle_wait = MIN_POLL
+                await asyncio.sleep(0)  # let the loop breathe between full batches
+                continue
+            idle_wait = MIN_POLL if jobs else min(idle_wait * 2, self._max_poll)
+            await self._wait_wake(idle_wait)
+
+    async def _wait_wake(self, seconds: float) -> None:
+        if self._wake.is_set():
+            return
+        try:
+            async with asyncio.timeout(seconds):
+                await self._wake.wait()
+        except TimeoutError:
+            pass
+
+    async def _listen_loop(self) -> None:
+        """LISTEN for new jobs on a connection of its own; every (re)connect
+        is followed by a claim, since notifications sent meanwhile are lost."""
+        assert self._listen_url is not None
+        backoff = Backoff(first=0.1, cap=5.0)
+        while True:
+            try:
+                conn = await psycopg.AsyncConnection.connect(
+                    self._listen_url, autocommit=True, connect_timeout=10
+                )
+                async with conn:
+                    await conn.execute(LISTEN_CHANNEL_SQL)
+                    if backoff.tries:
+                        log.info("worker.listen_restored", worker_id=self.worker_id)
+                    backoff.reset()
+                    self._wake.set()
+                    async for notify in conn.notifies():
+                        if not self.queues or notify.payload in self.queues:
+                            self._wake.set()
+            except psycopg.Error as exc:
+                delay = backoff.next()
+                log.warning("worker.listen_lost", worker_id=self.worker_id,
+                            error=_one_line(exc), retry_in=round(delay, 3))  # fmt: skip
+                self._wake.set()  # poll at once: the claim retries on its own
+                await asyncio.sleep(delay)
+
+    # --- running ------------------------------------------------------------
+
+    def _start(self, job: Job) -> None:
+        self._held[job.id] = job
+        handler = self.registry.get(job.job_type)
+        if handler is None:
+            self._writes.append(("fail", job, self.registry.unknown_type_error(job.job_type)))
+            self._flush_wanted.set()
+            return
+        running = _Running(job, handler)
+        self._running[job.id] = running
+        running.task = asyncio.create_task(self._run_job(running))
+
+    async def _run_job(self, running: _Running) -> None:
+        job, handler = running.job, running.handler
+        correlation_id_var.set(job.correlation_id)  # this task's own context
+        hard = handler.hard_timeout
+        if hard is not None:
+            self.channel.send({"t": "job", "id": str(job.id), "hard": hard})
+        if self._debug:
+            log.debug("job.started", **self._fields(job))
+        started = time.monotonic()
+        outcome: _Write | None = None
+        timer: asyncio.Timeout | None = None
+        try:
+            context = JobContext(job, self.worker_id)
+            if handler.timeout is None:
+                await self._call(handler, context)
+            else:
+                async with asyncio.timeout(handler.timeout) as timer:
+                    await self._call(handler, context)
+        except Snooze as request:
+            outcome = ("snooze", job, request.delay)
+        except Cancel as request:
+            outcome = ("cancel", job, request.reason)
+        except asyncio.CancelledError:
+            outcome = None  # stopped by us: lease lost, or the drain's deadline
+        except Exception as exc:
+            if timer is not None and timer.expired():
+                text = f"TimeoutError: {job.job_type} ran past its {handler.timeout:g}s timeout"
+            else:
+                text = error_text(exc)
+            outcome = ("fail", job, text)
+        else:
+            outcome = ("complete", job, None)
+        finally:
+            duration = time.monotonic() - started
+            del self._running[job.id]
+            self._slot_free.set()
+            if hard is not None:
+                self.channel.send({"t": "end", "id": str(job.id)})
+        self.metrics.observe(job.queue, job.job_type, duration)
+        if running.stop_reason == "lease_lost":
+            self._settle_lost(job)
+            return
+        if outcome is None:
+            self._released.append(job)
+            if self._debug:
+                log.debug("job.interrupted", **self._fields(job), duration=round(duration, 6))
+        elif outcome[0] == "complete":
+            self._completed.append(job)
+            if self._debug:
+                log.debug("job.completed", **self._fields(job), duration=round(duration, 6))
+        else:
+            self._writes.append(outcome)
+        self._flush_wanted.set()
+
+    async def _call(self, handler: Handler, context: JobContext) -> None:
+        if handler.is_async:
+            await handler.func(context)
+            return
+        assert self._executor is not None
+        ctx = contextvars.copy_context()
+        with self._threads_lock:
+            self._threads_busy += 1
+        await asyncio.get_running_loop().run_in_executor(
+            self._executor, self._in_thread, ctx, handler.func, context
+        )
+
+    def _in_thread(
+        self, ctx: contextvars.Context, func: Callable[[JobContext], Any], context: JobContext
+    ) -> Any:
+        try:
+            return ctx.run(func, context)
+        finally:
+            with self._threads_lock:
+                self._threads_busy -= 1
+
+    def _lose(self, job: Job) -> None:
+        """The lease of a job was lost: stop its handler, drop its result."""
+        running = self._running.get(job.id)
+        if running is None or running.task is None:
+            return  # finished already; its buffered outcome reports the loss when written
+        running.stop_reason = "lease_lost"
+        running.task.cancel()
+
+    async def _drain(self) -> None:
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + (0.0 if self._fast else self.shutdown_timeout)
+        if self._running:
+            log.info("worker.draining", worker_id=self.worker_id, running=len(self._running),
+                     timeout=self.shutdown_timeout)  # fmt: skip
+        while self._running and not self._fast:
+            remaining = deadline - loop.time()
+            if remaining <= 0:
+                break
+            self._slot_free.clear()
+            try:
+                async with asyncio.timeout(remaining):
+                    await self._slot_free.wait()
+            except TimeoutError:
+                break
+        left = list(self._running.values())
+        for running in left:
+            running.stop_reason = "drain"
+            if running.task is not None:
+                running.task.cancel()
+        if left:
+            log.info("worker.releasing", worker_id=self.worker_id, jobs=len(left))
+            await asyncio.gather(*(r.task for r in left if r.task), return_exceptions=True)
+
+    # --- settling -----------------------------------------------------------
+
+    async def _flush_loop(self) -> None:
+        backoff = Backoff()
+        while True:
+            if self._closing and not (self._completed or self._released or self._writes):
+                return
+            await self._flush_wanted.wait()
+            self._flush_wanted.clear()
+            await asyncio.sleep(0)  # gather what this turn of the loop finishes
+            try:
+                await self._flush()
+            except DB_ERRORS as exc:
+                self._flush_wanted.set()
+                delay = backoff.next()
+                log.warning("worker.flush_failed", worker_id=self.worker_id,
+                            error=_one_line(exc), retry_in=round(delay, 3))  # fmt: skip
+                await asyncio.sleep(delay)
+            else:
+                backoff.reset()
+
+    async def _flush(self) -> None:
+        """Write every buffered outcome. On a database error the unwritten
+        part goes back to the buffers and the error is raised."""
+        if self._completed:
+            batch, self._completed = self._completed, []
+            try:
+                lost = await self.queue.complete_many(batch)
+            except BaseException:
+                self._completed[:0] = batch
+                raise
+            self._settled(batch, lost, "completed")
+        if self._released:
+            batch, self._released = self._released, []
+            try:
+                lost = await self.queue.release_many(batch)
+            except BaseException:
+                self._released[:0] = batch
+                raise
+            self._settled(batch, lost, "released")
+        if self._writes:
+            writes, self._writes = self._writes, []
+            results = await asyncio.gather(*(self._write(*w) for w in writes),
+                                           return_exceptions=True)  # fmt: skip
+            retry: list[_Write] = []
+            first: BaseException | None = None
+            for write, result in zip(writes, results, strict=True):
+                if isinstance(result, DB_ERRORS):
+                    retry.append(write)
+                    first = first or result
+                elif isinstance(result, BaseException):
+                    # Not the database's state: a bug. Stop holding the job;
+                    # the reaper takes it back when its lease expires.
+                    self._held.pop(write[1].id, None)
+                    log.error("job.settle_failed", **self._fields(write[1]),
+                              error=error_text(result))  # fmt: skip
+            self._writes[:0] = retry
+            if first is not None:
+                raise first
+
+    async def _write(self, kind: str, job: Job, arg: Any) -> None:
+        try:
+            if kind == "fail":
+                status = await self.queue.fail(job, arg)
+                outcome = "dead" if status == JobStatus.DEAD else "failed"
+            elif kind == "snooze":
+                await self.queue.snooze(job, arg)
+                outcome = "snoozed"
+            else:
+                await self.queue.cancel_held(job, arg)
+                outcome = "cancelled"
+        except LeaseLost:
+            self._settle_lost(job)
+            return
+        self._held.pop(job.id, None)
+        self.metrics.count(job.queue, job.job_type, outcome)
+        fields = self._fields(job)
+        if kind == "fail":
+            event = "job.dead" if outcome == "dead" else "job.failed"
+            log.warning(event, **fields, error=str(arg).split("\n", 1)[0])
+        elif kind == "snooze":
+            log.info("job.snoozed", **fields, delay=arg)
+        else:
+            log.info("job.cancelled", **fields, reason=arg)
+
+    def _settled(self, batch: list[Job], lost: list[Job], outcome: str) -> None:
+        lost_ids = {j.id for j in lost} if lost else set()
+        count = self.metrics.count
+        held = self._held
+        for job in batch:
+            if job.id in lost_ids:
+                self._settle_lost(job)
+            else:
+                held.pop(job.id, None)
+                count(job.queue, job.job_type, outcome)
+        if outcome == "released" and len(batch) > len(lost):
+            log.info("worker.released", worker_id=self.worker_id, jobs=len(batch) - len(lost))
+
+    def _settle_lost(self, job: Job) -> None:
+        self._held.pop(job.id, None)
+        self.metrics.count(job.queue, job.job_type, "lease_lost")
+        detail = "result dropped: the job is no longer held by this worker"
+        log.warning("job.lease_lost", **self._fields(job), detail=detail)
+
+    # --- leases and the parent ---------------------------------------------
+
+    async def _renew_loop(self) -> None:
+        interval = self.lease / 2
+        backoff = Backoff(cap=max(0.05, interval / 4))
+        delay = interval
+        while True:
+            await asyncio.sleep(delay)
+            held = list(self._held.values())
+            delay = interval
+            if not held:
+                continue
+            try:
+                lost = await self.queue.renew_many(held, lease=self.lease)
+            except DB_ERRORS as exc:
+                delay = backoff.next()
+                log.warning("worker.renew_failed", worker_id=self.worker_id, jobs=len(held),
+                            error=_one_line(exc), retry_in=round(delay, 3))  # fmt: skip
+                continue
+            backoff.reset()
+            for job in lost:
+                self._lose(job)
+
+    async def _heartbeat_loop(self) -> None:
+        watching = self.channel.fd is not None
+        while True:
+            self.channel.send({"t": "hb"})
+            for message in self.metrics.take():
+                self.channel.send(message)
+            parent_gone = self._parent_pid is not None and os.getppid() != self._parent_pid
+            if (parent_gone or (watching and self.channel.fd is None)) and not self.stopping:
+                log.warning("worker.parent_gone", worker_id=self.worker_id,
+                            parent_pid=self._parent_pid)  # fmt: skip
+                self.stop()
+            await asyncio.sleep(HEARTBEAT_INTERVAL)
+
+    def _fields(self, job: Job) -> dict[str, Any]:
+        return {
+            "job_id": str(job.id),
+            "job_type": job.job_type,
+            "queue": job.queue,
+            "attempt": job.attempts,
+            "correlation_id": job.correlation_id,
+            "worker_id": self.worker_id,
+        }
+
+
+def _one_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return f"{type(exc).__name__}: {text.splitlines()[0]}" if text else type(exc).__name__

@@ -1,0 +1,289 @@
+"""Handlers by job type, and what a handler sees of its job.
+
+    registry = Registry()
+
+    @registry.handler("send_email", timeout=30, max_attempts=5)
+    async def send_email(job: JobContext) -> None:
+        await mailer.send(job.payload["to"], ...)
+
+An `async def` handler runs on the worker's event loop; a plain function runs
+in the worker's thread pool (one thread per concurrency slot), so blocking
+code never stalls the loop. Whatever a handler returns is ignored; returning
+means the job is completed, raising means this attempt failed.
+
+A handler that wants its job to run again later, without counting this
+attempt, calls `job.snooze(seconds)`; one that gives the job up for good calls
+`job.cancel(reason)`. Both raise (`Snooze`, `Cancel`), so nothing after the
+call runs; a handler may also raise those exceptions itself.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import importlib
+import inspect
+import math
+import uuid
+from collections.abc import Awaitable, Callable, Iterator
+from typing import Any, NoReturn, TypeVar
+
+from ..queue.errors import InvalidArgument, JobvisorError
+from ..queue.model import Job, RetryPolicy
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+HandlerFunc = Callable[["JobContext"], Awaitable[Any]] | Callable[["JobContext"], Any]
+
+
+class Snooze(Exception):
+    """Raised by a handler: run this job again after `delay` seconds; the
+    attempt is given back (the job did not fail, it asked to wait)."""
+
+    def __init__(self, delay: float | dt.timedelta) -> None:
+        seconds = delay.total_seconds() if isinstance(delay, dt.timedelta) else delay
+        if (
+            isinstance(seconds, bool)
+            or not isinstance(seconds, int | float)
+            or not math.isfinite(seconds)
+            or seconds < 0
+        ):
+            raise InvalidArgument(f"snooze delay={delay!r}: expected non-negative seconds")
+        self.delay = float(seconds)
+        super().__init__(f"snoozed for {self.delay:g}s")
+
+
+class Cancel(Exception):
+    """Raised by a handler: give this job up for good (status `cancelled`,
+    never retried); `reason` is kept as the job's last error."""
+
+    def __init__(self, reason: str = "cancelled by its handler") -> None:
+        if not isinstance(reason, str) or not reason:
+            raise InvalidArgument(f"cancel reason={reason!r}: expected a non-empty string")
+        self.reason = reason
+        super().__init__(reason)
+
+
+class JobContext:
+    """The job as its handler sees it: read-only fields, and `snooze`/`cancel`."""
+
+    __slots__ = ("job", "worker_id")
+
+    def __init__(self, job: Job, worker_id: str) -> None:
+        self.job = job
+        self.worker_id = worker_id
+
+    @property
+    def id(self) -> uuid.UUID:
+        return self.job.id
+
+    @property
+    def job_type(self) -> str:
+        return self.job.job_type
+
+    @property
+    def queue(self) -> str:
+        return self.job.queue
+
+    @property
+    def payload(self) -> Any:
+        return self.job.payload
+
+    @property
+    def attempt(self) -> int:
+        """This attempt's number, from 1."""
+        return self.job.attempts
+
+    @property
+    def max_attempts(self) -> int:
+        return self.job.max_attempts
+
+    @property
+    def correlation_id(self) -> str | None:
+        return self.job.correlation_id
+
+    def snooze(self, delay: float | dt.timedelta) -> NoReturn:
+        """Run again after `delay`, this attempt not counted. Does not return."""
+        raise Snooze(delay)
+
+    def cancel(self, reason: str = "cancelled by its handler") -> NoReturn:
+        """Give the job up for good. Does not return."""
+        raise Cancel(reason)
+
+    def __repr__(self) -> str:
+        return f"JobContext(id={self.id}, job_type={self.job_type!r}, attempt={self.attempt})"
+
+
+def _optional_seconds(name: str, value: float | None) -> float | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise InvalidArgument(f"{name}={value!r}: expected positive seconds or None")
+    if not (math.isfinite(value) and value > 0):
+        raise InvalidArgument(f"{name}={value!r}: expected positive seconds or None")
+    return float(value)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Handler:
+    """One registered handler and its options.
+
+    `timeout`: the worker fails an attempt that runs longer (an async handler
+    is cancelled; a thread is abandoned, its result ignored).
+    `hard_timeout`: the supervisor kills the whole worker if the attempt runs
+    longer, the only way to stop blocking code; the job is then requeued or
+    dead as its attempts allow.
+    `max_attempts`: the default `max_attempts` of jobs built with
+    `Registry.job` (the queue stores a job's attempts when it is enqueued).
+    `retry`: the backoff between this type's attempts (`Registry.retry_policies`).
+    """
+
+    job_type: str
+    func: HandlerFunc
+    is_async: bool
+    timeout: float | None = None
+    hard_timeout: float | None = None
+    max_attempts: int | None = None
+    retry: RetryPolicy | None = None
+
+
+class Registry:
+    """The job types a worker can run, each with its handler and options."""
+
+    def __init__(self) -> None:
+        self._handlers: dict[str, Handler] = {}
+
+    def handler(
+        self,
+        job_type: str,
+        *,
+        timeout: float | None = None,
+        hard_timeout: float | None = None,
+        max_attempts: int | None = None,
+        retry: RetryPolicy | None = None,
+    ) -> Callable[[F], F]:
+        """Register the decorated function as the handler of `job_type`.
+        See `Handler` for the options; bad ones raise `InvalidArgument`."""
+
+        def register(func: F) -> F:
+            self.add(job_type, func, timeout=timeout, hard_timeout=hard_timeout,
+                     max_attempts=max_attempts, retry=retry)  # fmt: skip
+            return func
+
+        return register
+
+    def add(
+        self,
+        job_type: str,
+        func: HandlerFunc,
+        *,
+        timeout: float | None = None,
+        hard_timeout: float | None = None,
+        max_attempts: int | None = None,
+        retry: RetryPolicy | None = None,
+    ) -> Handler:
+        """Register `func` for `job_type` (the decorator's plain form)."""
+        if not isinstance(job_type, str) or not job_type.strip():
+            raise InvalidArgument(f"job_type={job_type!r}: expected a non-empty string")
+        if job_type in self._handlers:
+            raise InvalidArgument(f"job_type={job_type!r}: a handler is already registered")
+        if not callable(func):
+            raise InvalidArgument(f"handler for {job_type!r}: {func!r} is not callable")
+        soft = _optional_seconds("timeout", timeout)
+        hard = _optional_seconds("hard_timeout", hard_timeout)
+        if soft is not None and hard is not None and hard < soft:
+            raise InvalidArgument(
+                f"hard_timeout={hard_timeout!r}: expected at least timeout={timeout!r}"
+            )
+        if max_attempts is not None and (
+            isinstance(max_attempts, bool) or not isinstance(max_attempts, int) or max_attempts < 1
+        ):
+            raise InvalidArgument(f"max_attempts={max_attempts!r}: expected an integer >= 1")
+        if retry is not None and not isinstance(retry, RetryPolicy):
+            raise InvalidArgument(f"retry={retry!r}: expected a jobvisor.RetryPolicy")
+        handler = Handler(
+            job_type=job_type, func=func, is_async=inspect.iscoroutinefunction(func),
+            timeout=soft, hard_timeout=hard, max_attempts=max_attempts, retry=retry,
+        )  # fmt: skip
+        self._handlers[job_type] = handler
+        return handler
+
+    def get(self, job_type: str) -> Handler | None:
+        return self._handlers.get(job_type)
+
+    def __contains__(self, job_type: object) -> bool:
+        return job_type in self._handlers
+
+    def __iter__(self) -> Iterator[Handler]:
+        return iter(self._handlers.values())
+
+    def __len__(self) -> int:
+        return len(self._handlers)
+
+    @property
+    def job_types(self) -> list[str]:
+        return sorted(self._handlers)
+
+    @property
+    def needs_threads(self) -> bool:
+        return any(not h.is_async for h in self._handlers.values())
+
+    def retry_policies(self) -> dict[str, RetryPolicy]:
+        """`{job_type: policy}` for `connect(..., retry=...)`."""
+        return {t: h.retry for t, h in self._handlers.items() if h.retry is not None}
+
+    def job(self, job_type: str, payload: Any = None, **options: Any) -> dict[str, Any]:
+        """The arguments of `queue.enqueue(**…)` (or one item of `enqueue_many`)
+        for a registered type, with the handler's `max_attempts` as default:
+
+            queue.enqueue(**registry.job("send_email", {"to": "a@example.org"}))
+        """
+        handler = self._handlers.get(job_type)
+        if handler is None:
+            raise InvalidArgument(
+                f"job_type={job_type!r}: no handler registered (known: {self._known()})"
+            )
+        args: dict[str, Any] = {"job_type": job_type, "payload": payload, **options}
+        if handler.max_attempts is not None:
+            args.setdefault("max_attempts", handler.max_attempts)
+        return args
+
+    def _known(self, limit: int = 10) -> str:
+        names = self.job_types
+        shown = ", ".join(names[:limit])
+        return (shown + f", … {len(names) - limit} more") if len(names) > limit else shown or "none"
+
+    def unknown_type_error(self, job_type: str) -> str:
+        """The last error of a job no handler is registered for."""
+        return f"no handler registered for job type {job_type!r} (known: {self._known()})"
+
+    def __repr__(self) -> str:
+        return f"Registry({self.job_types!r})"
+
+
+class AppError(JobvisorError):
+    """`JOBVISOR_APP` does not name a loadable `Registry`."""
+
+
+def load_app(spec: str) -> Registry:
+    """Import `module:attribute` (the attribute may be dotted) and return the
+    `Registry` it names; `AppError` says what went wrong."""
+    module_name, sep, attr = spec.partition(":")
+    if not sep or not module_name or not attr:
+        raise AppError(f"JOBVISOR_APP={spec!r}: expected module:attribute")
+    try:
+        target: Any = importlib.import_module(module_name)
+    except Exception as exc:
+        raise AppError(
+            f"JOBVISOR_APP={spec!r}: cannot import {module_name!r}: {type(exc).__name__}: {exc}"
+        ) from exc
+    for part in attr.split("."):
+        try:
+            target = getattr(target, part)
+        except AttributeError:
+            raise AppError(f"JOBVISOR_APP={spec!r}: {module_name!r} has no {attr!r}") from None
+    if not isinstance(target, Registry):
+        raise AppError(
+            f"JOBVISOR_APP={spec!r}: expected a jobvisor Registry, got {type(target).__name__}"
+        )
+    return target
