@@ -1,0 +1,224 @@
+"""The queue's maintenance, run by the supervisor on timers.
+
+Each service is small: a frozen config, `run_once()` (what tests call), and
+`run_periodically()` is the thin loop around it, with jitter so that many
+hosts do not hit the database in step, which logs a failure and carries on.
+
+With several supervisors on one database only the elected leader runs them:
+`Leadership` holds a lease row (`leader_attempt_elect`) for `ttl` seconds and
+renews it every `ttl / 3`; a supervisor that cannot renew stops acting as the
+leader before its lease runs out, and a clean stop resigns at once so another
+host takes over without waiting. The services themselves are safe to run
+twice at once (every statement is guarded), so leadership saves work; it is
+not what keeps the data right.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import random
+import time
+from collections.abc import Callable, Mapping
+from typing import Final, Protocol
+
+from ..log import get_logger
+from ..queue.api import AsyncQueue
+from ..queue.model import JobStatus, Summary
+
+LEADER_NAME: Final = "maintenance"
+LEADER_TTL: Final = 15.0
+JITTER: Final = 0.1
+
+log = get_logger("maintenance")
+
+
+def _error(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {exc}".strip()
+
+
+class Service(Protocol):
+    name: str
+
+    @property
+    def interval(self) -> float: ...
+
+    async def run_once(self) -> object: ...
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class ReaperConfig:
+    interval: float
+
+
+class LeaseReaper:
+    """Takes back running jobs whose lease expired (their worker vanished
+    without the supervisor seeing it: another host, a lost connection)."""
+
+    name = "reaper"
+
+    def __init__(
+        self,
+        queue: AsyncQueue,
+        config: ReaperConfig,
+        *,
+        on_reaped: Callable[[int], None] | None = None,
+    ) -> None:
+        self.queue, self.config, self.on_reaped = queue, config, on_reaped
+
+    @property
+    def interval(self) -> float:
+        return self.config.interval
+
+    async def run_once(self) -> int:
+        count = await self.queue.reap_expired()
+        if count:
+            log.warning("maintenance.leases_reaped", count=count)
+            if self.on_reaped is not None:
+                self.on_reaped(count)
+        return count
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class CleanerConfig:
+    interval: float
+    retention: Mapping[JobStatus | str, float | None]  # a status left out is kept
+
+
+class Cleaner:
+    """Deletes terminal jobs past their status's retention, in batches."""
+
+    name = "cleaner"
+
+    def __init__(self, queue: AsyncQueue, config: CleanerConfig) -> None:
+        self.queue, self.config = queue, config
+
+    @property
+    def interval(self) -> float:
+        return self.config.interval
+
+    async def run_once(self) -> int:
+        count = await self.queue.cleanup(self.config.retention)
+        if count:
+            log.info("maintenance.jobs_deleted", count=count)
+        return count
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class SummaryConfig:
+    interval: float
+
+
+class SummaryLogger:
+    """Logs one `queue.summary` line: jobs by status, the oldest due job's age."""
+
+    name = "summary"
+
+    def __init__(
+        self,
+        queue: AsyncQueue,
+        config: SummaryConfig,
+        *,
+        on_summary: Callable[[Summary], None] | None = None,
+    ) -> None:
+        self.queue, self.config, self.on_summary = queue, config, on_summary
+
+    @property
+    def interval(self) -> float:
+        return self.config.interval
+
+    async def run_once(self) -> Summary:
+        summary = await self.queue.summary()
+        counts = {status.value: summary.count(status) for status in JobStatus}
+        oldest = max(summary.oldest_pending_age.values(), default=0.0)
+        log.info(
+            "queue.summary",
+            total=summary.total,
+            queues=len({r.queue for r in summary.rows}),
+            oldest_pending_age=round(oldest, 3),
+            **counts,
+        )
+        if self.on_summary is not None:
+            self.on_summary(summary)
+        return summary
+
+
+class Leadership:
+    """Whether this supervisor is the one that runs maintenance."""
+
+    name = "leadership"
+
+    def __init__(
+        self,
+        queue: AsyncQueue,
+        *,
+        holder: str,
+        lease_name: str = LEADER_NAME,
+        ttl: float = LEADER_TTL,
+    ) -> None:
+        self.queue, self.holder, self.lease_name, self.ttl = queue, holder, lease_name, ttl
+        self._valid_until = 0.0
+        self.answered_at: float | None = None  # when the database last answered
+
+    @property
+    def is_leader(self) -> bool:
+        # The lease is counted from before the call that took it, so this side
+        # gives it up no later than the database does.
+        return time.monotonic() < self._valid_until
+
+    async def run_once(self) -> bool:
+        """Take or keep the lease; True while this supervisor leads."""
+        was_leader = self.is_leader
+        asked_at = time.monotonic()
+        try:
+            elected = await self.queue.leader_attempt_elect(
+                self.lease_name, self.holder, ttl=self.ttl
+            )
+        except Exception:
+            self._valid_until = 0.0
+            if was_leader:
+                log.warning("leader.lost", holder=self.holder, reason="renewal failed")
+            raise
+        self.answered_at = time.monotonic()
+        self._valid_until = asked_at + self.ttl if elected else 0.0
+        if elected and not was_leader:
+            log.info("leader.elected", holder=self.holder, lease=self.lease_name, ttl=self.ttl)
+        elif was_leader and not elected:
+            log.warning("leader.lost", holder=self.holder, reason="taken by another holder")
+        return elected
+
+    async def resign(self) -> None:
+        if self._valid_until:
+            self._valid_until = 0.0
+            await self.queue.leader_resign(self.lease_name, self.holder)
+            log.info("leader.resigned", holder=self.holder, lease=self.lease_name)
+
+    @property
+    def interval(self) -> float:
+        return self.ttl / 3
+
+
+def _jittered(seconds: float) -> float:
+    return seconds * random.uniform(1 - JITTER, 1 + JITTER)
+
+
+async def run_periodically(
+    service: Service,
+    *,
+    when: Callable[[], bool] = lambda: True,
+    first_delay: float | None = None,
+) -> None:
+    """Call `service.run_once()` every `service.interval` seconds (jittered)
+    while `when()` is true; log a failure and carry on. Runs until cancelled."""
+    delay = _jittered(service.interval) if first_delay is None else first_delay
+    while True:
+        await asyncio.sleep(delay)
+        delay = _jittered(service.interval)
+        if not when():
+            continue
+        try:
+            await service.run_once()
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            log.error("maintenance.failed", service=service.name, error=_error(exc))
