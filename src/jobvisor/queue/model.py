@@ -10,6 +10,7 @@ import json
 import math
 import os
 import random
+import threading
 import time
 import uuid
 from collections.abc import Mapping
@@ -92,14 +93,31 @@ class RetryPolicy:
 DEFAULT_RETRY = RetryPolicy()
 
 
+_last_id = (0, 0)  # (milliseconds, 12-bit counter) of this process's last id
+_id_lock = threading.Lock()
+
+
 def new_job_id() -> uuid.UUID:
-    """A version 7 UUID: 48 bits of Unix milliseconds, then randomness, so ids
-    sort by creation time and the primary key index stays append-mostly."""
-    ms = time.time_ns() // 1_000_000
-    rand = int.from_bytes(os.urandom(10), "big")
+    """A version 7 UUID: 48 bits of Unix milliseconds, a 12-bit counter, then
+    randomness, so ids sort by creation time and the primary key index stays
+    append-mostly. Within one process ids strictly increase (the counter
+    counts up inside a millisecond), so jobs that tie on priority and run_at
+    (an `enqueue_many` batch) are claimed in the order they were enqueued."""
+    global _last_id
+    with _id_lock:
+        ms = time.time_ns() // 1_000_000
+        last_ms, last_counter = _last_id
+        if ms > last_ms:
+            counter = int.from_bytes(os.urandom(2), "big") & 0x7FF  # room to count up
+        elif last_counter < 0xFFF:
+            ms, counter = last_ms, last_counter + 1
+        else:
+            ms, counter = last_ms + 1, 0  # 4096 ids in one millisecond: borrow the next
+        _last_id = (ms, counter)
+    rand = int.from_bytes(os.urandom(8), "big")
     value = (ms & ((1 << 48) - 1)) << 80
     value |= 0x7 << 76
-    value |= ((rand >> 62) & 0xFFF) << 64
+    value |= counter << 64
     value |= 0b10 << 62
     value |= rand & ((1 << 62) - 1)
     return uuid.UUID(int=value)
