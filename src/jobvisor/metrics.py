@@ -172,9 +172,10 @@ class Metrics:
             if isinstance(seconds, int | float) and not isinstance(seconds, bool):
                 seconds = [seconds]
             if isinstance(seconds, list):
-                histogram = self.duration.labels(queue, job_type)
-                for value in seconds:
-                    if _duration(value):
+                observed = [v for v in seconds if _duration(v)]
+                if observed:
+                    histogram = self.duration.labels(queue, job_type)
+                    for value in observed:
                         histogram.observe(value)
 
     def record_summary(self, summary: Summary) -> None:
