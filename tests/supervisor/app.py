@@ -1,0 +1,78 @@
+"""The handlers the supervisor tests run (`JOBVISOR_APP=tests.supervisor.app:registry`).
+
+Each misbehaves in one way a real handler can: sleeps, kills its own process,
+blocks the event loop, overruns a hard time limit."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import time
+from typing import Any
+
+from jobvisor.worker.registry import JobContext, Registry
+
+registry = Registry()
+
+
+def _payload(job: JobContext) -> dict[str, Any]:
+    return job.payload if isinstance(job.payload, dict) else {}
+
+
+@registry.handler("noop")
+async def noop(job: JobContext) -> None:
+    """Does nothing."""
+
+
+@registry.handler("sleep")
+async def sleep(job: JobContext) -> None:
+    """Sleeps `seconds` on the event loop (cancellable)."""
+    await asyncio.sleep(float(_payload(job).get("seconds", 0.05)))
+
+
+@registry.handler("sleep_first")
+async def sleep_first(job: JobContext) -> None:
+    """Sleeps `seconds` on its first attempt only; any later attempt is quick."""
+    if job.attempt == 1:
+        await asyncio.sleep(float(_payload(job).get("seconds", 60)))
+
+
+@registry.handler("sleep_once")
+async def sleep_once(job: JobContext) -> None:
+    """Sleeps `seconds` the first time it runs (it leaves the file `marker`
+    behind); any later run is quick. For jobs whose attempt was given back."""
+    marker = str(_payload(job)["marker"])
+    try:
+        os.close(os.open(marker, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644))
+    except FileExistsError:
+        return
+    await asyncio.sleep(float(_payload(job).get("seconds", 60)))
+
+
+@registry.handler("record")
+def record(job: JobContext) -> None:
+    """Appends its job id to the file `path` (one short line: an atomic append)."""
+    fd = os.open(str(_payload(job)["path"]), os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        os.write(fd, f"{job.id}\n".encode())
+    finally:
+        os.close(fd)
+
+
+@registry.handler("crash", max_attempts=3)
+def crash(job: JobContext) -> None:
+    """Kills its own worker, as a segfault or the OOM killer would."""
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
+@registry.handler("block_loop", max_attempts=1)
+async def block_loop(job: JobContext) -> None:
+    """Blocking code in an `async def`: the worker's event loop stops turning."""
+    time.sleep(float(_payload(job).get("seconds", 60)))  # noqa: ASYNC251 - the point
+
+
+@registry.handler("sync_sleep", hard_timeout=1.5, max_attempts=1)
+def sync_sleep(job: JobContext) -> None:
+    """Blocking code in the thread pool, past its hard time limit."""
+    time.sleep(float(_payload(job).get("seconds", 60)))
