@@ -46,11 +46,11 @@ from typing import Any, Final
 import psycopg
 
 from ..log import get_logger
+from ..metrics import WorkerMetrics
 from ..queue.api import AsyncQueue, parse_url
 from ..queue.correlation import correlation_id_var
 from ..queue.errors import LeaseLost
 from ..queue.model import Job, JobStatus
-from .metrics import Metrics
 from .protocol import HEARTBEAT_INTERVAL, ControlChannel
 from .registry import Cancel, Handler, JobContext, Registry, Snooze
 
@@ -147,10 +147,11 @@ class Worker:
         self._max_poll = poll_interval if engine == "postgres" else sqlite_poll
         watch = self.channel.fd is not None if watch_parent is None else watch_parent
         self._parent_pid = os.getppid() if watch else None
-        self.metrics = Metrics()
+        self.metrics = WorkerMetrics()
 
         self._running: dict[uuid.UUID, _Running] = {}
         self._held: dict[uuid.UUID, Job] = {}  # claimed and not yet settled in the database
+        self._ran: dict[uuid.UUID, float] = {}  # handler run time, until the outcome is settled
         self._completed: list[Job] = []
         self._released: list[Job] = []
         self._writes: list[_Write] = []
@@ -232,7 +233,7 @@ class Worker:
             for task in [claimer, flusher, *helpers]:
                 task.cancel()
             await asyncio.gather(claimer, flusher, *helpers, return_exceptions=True)
-            for message in self.metrics.take():
+            for message in self.metrics.drain():
                 self.channel.send(message)
             if self._executor is not None:
                 self._executor.shutdown(wait=False, cancel_futures=True)
@@ -261,6 +262,7 @@ class Worker:
                 await self._wait_wake(delay)
                 continue
             backoff.reset()
+            self.metrics.claimed(len(jobs))
             if self.stopping:  # claimed while the stop arrived: give them back
                 for job in jobs:
                     self._held[job.id] = job
@@ -362,7 +364,7 @@ class Worker:
             self._slot_free.set()
             if hard is not None:
                 self.channel.send({"t": "end", "id": str(job.id)})
-        self.metrics.observe(job.queue, job.job_type, duration)
+        self._ran[job.id] = duration
         if running.stop_reason == "lease_lost":
             self._settle_lost(job)
             return
@@ -486,6 +488,7 @@ class Worker:
                     # Not the database's state: a bug. Stop holding the job;
                     # the reaper takes it back when its lease expires.
                     self._held.pop(write[1].id, None)
+                    self._ran.pop(write[1].id, None)
                     log.error("job.settle_failed", **self._fields(write[1]),
                               error=error_text(result))  # fmt: skip
             self._writes[:0] = retry
@@ -507,7 +510,7 @@ class Worker:
             self._settle_lost(job)
             return
         self._held.pop(job.id, None)
-        self.metrics.count(job.queue, job.job_type, outcome)
+        self.metrics.job_ended(job.queue, job.job_type, outcome, self._ran.pop(job.id, None))
         fields = self._fields(job)
         if kind == "fail":
             event = "job.dead" if outcome == "dead" else "job.failed"
@@ -519,20 +522,21 @@ class Worker:
 
     def _settled(self, batch: list[Job], lost: list[Job], outcome: str) -> None:
         lost_ids = {j.id for j in lost} if lost else set()
-        count = self.metrics.count
-        held = self._held
+        job_ended = self.metrics.job_ended
+        held, ran = self._held, self._ran
         for job in batch:
             if job.id in lost_ids:
                 self._settle_lost(job)
             else:
                 held.pop(job.id, None)
-                count(job.queue, job.job_type, outcome)
+                job_ended(job.queue, job.job_type, outcome, ran.pop(job.id, None))
         if outcome == "released" and len(batch) > len(lost):
             log.info("worker.released", worker_id=self.worker_id, jobs=len(batch) - len(lost))
 
     def _settle_lost(self, job: Job) -> None:
         self._held.pop(job.id, None)
-        self.metrics.count(job.queue, job.job_type, "lease_lost")
+        self._ran.pop(job.id, None)
+        self.metrics.lease_lost()
         detail = "result dropped: the job is no longer held by this worker"
         log.warning("job.lease_lost", **self._fields(job), detail=detail)
 
@@ -563,7 +567,7 @@ class Worker:
         watching = self.channel.fd is not None
         while True:
             self.channel.send({"t": "hb"})
-            for message in self.metrics.take():
+            for message in self.metrics.drain():
                 self.channel.send(message)
             parent_gone = self._parent_pid is not None and os.getppid() != self._parent_pid
             if (parent_gone or (watching and self.channel.fd is None)) and not self.stopping:

@@ -21,20 +21,10 @@ so a heartbeat proves the loop is turning:
                                             the parent kills the worker if it has
                                             not ended `hard` seconds from now
     {"t": "end", "id": "<uuid>"}            that job ended (any outcome)
-    {"t": "metrics", "counts": [...], "durations": [...]}
-                                            what happened since the last one
+    {"t": "metrics", ...}                   counts since the last one, about once
+                                            a second; the shape is documented in
+                                            `jobvisor.metrics` (`WorkerMetrics`)
     {"t": "fatal", "error": "..."}          cannot boot; the exit code follows
-
-A `metrics` message (about once a second, only when something happened)
-carries deltas, which the parent adds up:
-
-    "counts":    [[queue, job_type, outcome, n], ...]   outcome: one of OUTCOMES
-    "durations": [[queue, job_type, [c0, ..., cN], sum_seconds], ...]
-
-`c_i` counts handler runs that took at most `DURATION_BUCKETS[i]` seconds
-(and more than the bound before it); the last count is the overflow (+Inf).
-Counts are per bucket, not cumulative. A long report is split over several
-messages, each under MAX_MESSAGE_BYTES.
 
 A worker with no `JOBVISOR_CONTROL_FD` runs standalone (tests, debugging).
 A worker notices its parent is gone when `os.getppid()` changes and stops.
@@ -55,19 +45,6 @@ CONTROL_FD_ENV: Final = "JOBVISOR_CONTROL_FD"
 EXIT_OK: Final = 0
 EXIT_BOOT_FAILED: Final = 3  # could not import the app or reach the database
 EXIT_CONFIG: Final = 78  # EX_CONFIG
-
-# What a `metrics` message counts: a job completed; failed with attempts left
-# (retryable) or none (dead); snoozed or cancelled by its handler; released
-# (given back at a drain, attempt not counted); or its lease lost (the result
-# was dropped, the job belongs to someone else now).
-OUTCOMES: Final = (
-    "completed", "failed", "dead", "snoozed", "cancelled", "released", "lease_lost",
-)  # fmt: skip
-# Upper bounds (seconds) of the handler-duration histogram buckets.
-DURATION_BUCKETS: Final = (
-    0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0,
-)  # fmt: skip
-MAX_MESSAGE_BYTES: Final = 4000  # under PIPE_BUF (4096 on Linux): one atomic write
 
 
 def new_worker_id() -> str:

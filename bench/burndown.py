@@ -1,0 +1,164 @@
+"""Burn-down: how fast real worker processes empty a queue of no-op jobs.
+
+    .venv/bin/python bench/burndown.py [--engine postgres|sqlite|both] [--jobs 50000]
+        [--workers 2] [--concurrency 200] [--via workers|run] [--runs 1]
+        [--pg-url postgresql://postgres@127.0.0.1:5432/postgres]
+
+The workers start on an empty queue and run one warm-up job each way (so
+they are connected and idle); then `enqueue_many` writes `--jobs` jobs of the
+bundled example app's `noop` type in one transaction, and the clock runs from
+its commit until every job is `completed`. Jobs per second is `--jobs`
+divided by that time. Resident memory of each process is read at the end.
+
+`--via workers` starts `python -m jobvisor.worker` processes directly;
+`--via run` starts `jobvisor run` (the supervisor) with `--workers` workers.
+
+PostgreSQL runs in a database named `jobvisor_bench_burndown`, dropped and
+created per run (`--pg-url` names the server's maintenance database); SQLite in
+a temporary file per run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import psycopg
+from psycopg import sql
+
+import jobvisor
+
+DEFAULT_PG_URL = "postgresql://postgres@127.0.0.1:5432/postgres"
+BENCH_DB = "jobvisor_bench_burndown"
+DEADLINE = 600.0
+
+
+def _with_dbname(url: str, dbname: str) -> str:
+    base, _, query = url.partition("?")
+    scheme, _, rest = base.partition("://")
+    authority = rest.split("/", 1)[0]
+    return f"{scheme}://{authority}/{dbname}" + (f"?{query}" if query else "")
+
+
+@contextlib.contextmanager
+def fresh_database(engine: str, pg_url: str) -> Iterator[str]:
+    if engine == "sqlite":
+        with tempfile.TemporaryDirectory(prefix="jobvisor-burndown-") as tmp:
+            yield f"sqlite:///{Path(tmp) / 'bench.db'}"
+        return
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        conn.execute(
+            sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(BENCH_DB))
+        )
+        conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(BENCH_DB)))
+    yield _with_dbname(pg_url, BENCH_DB)
+
+
+def rss_kib(pid: int) -> int:
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    except OSError:
+        pass
+    return 0
+
+
+def children_of(pid: int) -> list[int]:
+    try:
+        text = Path(f"/proc/{pid}/task/{pid}/children").read_text()
+    except OSError:
+        return []
+    return [int(p) for p in text.split()]
+
+
+def wait_completed(queue: jobvisor.Queue, count: int, deadline: float) -> None:
+    while True:
+        done = queue.summary().count("completed")
+        if done >= count:
+            return
+        if time.monotonic() > deadline:
+            raise SystemExit(f"timed out: {done} of {count} jobs completed")
+        time.sleep(0.02)
+
+
+def one_run(engine: str, args: argparse.Namespace) -> tuple[float, dict[str, int]]:
+    with fresh_database(engine, args.pg_url) as url:
+        queue = jobvisor.connect(url)
+        queue.migrate()
+        env = dict(os.environ, JOBVISOR_DATABASE_URL=url, JOBVISOR_APP="jobvisor.example:registry",
+                   JOBVISOR_CONCURRENCY=str(args.concurrency), JOBVISOR_WORKERS=str(args.workers),
+                   JOBVISOR_LOG_LEVEL="warning", JOBVISOR_LOG_FORMAT="json",
+                   JOBVISOR_HTTP_ADDR="", JOBVISOR_SHUTDOWN_TIMEOUT="10")  # fmt: skip
+        if args.via == "run":
+            cmd = [sys.executable, "-m", "jobvisor.cli", "run"]
+            procs = [subprocess.Popen(cmd, env=env)]
+        else:
+            cmd = [sys.executable, "-m", "jobvisor.worker"]
+            procs = [subprocess.Popen(cmd, env=env) for _ in range(args.workers)]
+        try:
+            # Warm up: every worker connected and idle.
+            queue.enqueue_many([{"job_type": "noop"} for _ in range(args.workers * 4)])
+            wait_completed(queue, args.workers * 4, time.monotonic() + 60)
+            warm = args.workers * 4
+            jobs = [{"job_type": "noop"} for _ in range(args.jobs)]
+            started = time.perf_counter()
+            queue.enqueue_many(jobs)
+            enqueued = time.perf_counter()
+            wait_completed(queue, warm + args.jobs, time.monotonic() + DEADLINE)
+            elapsed = time.perf_counter() - enqueued
+            memory = {}
+            for proc in procs:
+                memory[f"{' '.join(cmd[2:])}[{proc.pid}]"] = rss_kib(proc.pid)
+                for child in children_of(proc.pid):
+                    memory[f"  worker[{child}]"] = rss_kib(child)
+            print(f"  enqueue_many({args.jobs}) took {enqueued - started:.2f}s", flush=True)
+            return elapsed, memory
+        finally:
+            for proc in procs:
+                proc.send_signal(signal.SIGTERM)
+            for proc in procs:
+                try:
+                    proc.wait(30)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+            queue.close()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--engine", choices=["postgres", "sqlite", "both"], default="both")
+    parser.add_argument("--jobs", type=int, default=50_000)
+    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--concurrency", type=int, default=200)
+    parser.add_argument("--via", choices=["workers", "run"], default="workers")
+    parser.add_argument("--runs", type=int, default=1)
+    parser.add_argument("--pg-url", default=DEFAULT_PG_URL)
+    args = parser.parse_args()
+    engines = ["postgres", "sqlite"] if args.engine == "both" else [args.engine]
+    for engine in engines:
+        rates = []
+        memory: dict[str, int] = {}
+        for _ in range(args.runs):
+            elapsed, memory = one_run(engine, args)
+            rates.append(args.jobs / elapsed)
+            print(f"  {engine}: {args.jobs} jobs in {elapsed:.2f}s = {rates[-1]:,.0f} jobs/s",
+                  flush=True)  # fmt: skip
+        print(f"{engine}: via {args.via}, {args.workers} workers x concurrency "
+              f"{args.concurrency}: median {statistics.median(rates):,.0f} jobs/s "
+              f"over {args.runs} run(s)")  # fmt: skip
+        for name, kib in memory.items():
+            print(f"  rss {name}: {kib / 1024:.1f} MiB")
+
+
+if __name__ == "__main__":
+    main()
