@@ -23,7 +23,8 @@ class ConfigError(Exception):
 
     def __init__(self, variable: str, value: str, expected: str) -> None:
         self.variable, self.value, self.expected = variable, value, expected
-        shown = redact_url(value) if variable.endswith("DATABASE_URL") else value
+        secret = variable.upper().replace("-", "_").endswith("DATABASE_URL")  # env or --flag
+        shown = redact_url(value) if secret else value
         super().__init__(f"{variable}={shown!r}: expected {expected}")
 
 
