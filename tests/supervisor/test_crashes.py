@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import signal
+import uuid
 from collections.abc import Callable
 from pathlib import Path
 
@@ -17,7 +18,7 @@ from tests.invariants import assert_invariants
 from .helpers import Service, by_status, is_alive, job, jobs, wait_until
 
 
-def running_on(url: str, job_id: object) -> str:
+def running_on(url: str, job_id: uuid.UUID) -> str:
     row = job(url, job_id)
     return str(row["worker_id"]) if row["status"] == "running" else ""
 
