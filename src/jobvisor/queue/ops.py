@@ -646,6 +646,16 @@ def dead_requeue(
     def steps() -> Steps[None]:
         row = yield Stmt(d.sql.JOB_REQUEUE_DEAD, params, fetch="one")
         if row is None:
+            found = yield Stmt(d.sql.JOB_GET, {"id": d.id(jid)}, fetch="one")
+            job = None if found is None else d.job(found)
+            if job is not None and job.status == JobStatus.DEAD and job.dedupe_key is not None:
+                key = {"dedupe_key": job.dedupe_key}
+                live = yield Stmt(d.sql.JOB_GET_LIVE_BY_DEDUPE_KEY, key, fetch="one")
+                if live is not None:
+                    raise InvalidArgument(
+                        f"job {jid} cannot be requeued: live job {d.id_out(live[0])} holds its "
+                        f"dedupe_key={job.dedupe_key!r}"
+                    )
             yield from _refused(ctx, jid, "dead")
         elif d.notifies:
             yield Stmt(d.sql.JOB_NOTIFY, {"queue": row[0]}, fetch="all")

@@ -217,10 +217,13 @@ JOB_COUNT_BY_STATUS: Final[LiteralString] = (
 )
 
 JOB_REQUEUE_DEAD: Final[LiteralString] = (
-    # A dead job back to pending with its attempts reset.
+    # A dead job back to pending with its attempts reset, unless a live job holds its dedupe key.
     "UPDATE jobvisor_jobs SET status = 'pending', attempts = 0, finished_at = NULL,"
     " run_at = coalesce(%(run_at)s::timestamptz, coalesce(%(now)s::timestamptz, now()))"
-    " WHERE id = %(id)s AND status = 'dead' RETURNING queue"
+    " WHERE id = %(id)s AND status = 'dead' AND (dedupe_key IS NULL OR NOT EXISTS ("
+    "   SELECT 1 FROM jobvisor_jobs AS live WHERE live.dedupe_key = jobvisor_jobs.dedupe_key"
+    "   AND live.status IN ('pending', 'running', 'retryable')))"
+    " RETURNING queue"
 )
 
 JOB_DELETE_DEAD: Final[LiteralString] = (

@@ -219,10 +219,13 @@ JOB_COUNT_BY_STATUS: Final[LiteralString] = (
 )
 
 JOB_REQUEUE_DEAD: Final[LiteralString] = (
-    # A dead job back to pending with its attempts reset.
+    # A dead job back to pending with its attempts reset, unless a live job holds its dedupe key.
     "UPDATE jobvisor_jobs SET status = 'pending', attempts = 0, finished_at = NULL,"
     " run_at = coalesce(:run_at, coalesce(:now, (julianday('now') - 2440587.5) * 86400.0))"
-    " WHERE id = :id AND status = 'dead' RETURNING queue"
+    " WHERE id = :id AND status = 'dead' AND (dedupe_key IS NULL OR NOT EXISTS ("
+    "   SELECT 1 FROM jobvisor_jobs AS live WHERE live.dedupe_key = jobvisor_jobs.dedupe_key"
+    "   AND live.status IN ('pending', 'running', 'retryable')))"
+    " RETURNING queue"
 )
 
 JOB_DELETE_DEAD: Final[LiteralString] = (
