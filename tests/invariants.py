@@ -53,7 +53,8 @@ CHECKS: dict[str, str] = {
 }
 
 
-def _query_all(url: str, queries: Sequence[str]) -> list[list[tuple[Any, ...]]]:
+def query_all(url: str, queries: Sequence[str]) -> list[list[tuple[Any, ...]]]:
+    """Run read-only queries on their own connection; the rows of each."""
     engine, target = parse_url(url)
     if engine == "postgres":
         with psycopg.connect(target, autocommit=True) as conn:
@@ -67,7 +68,7 @@ def _query_all(url: str, queries: Sequence[str]) -> list[list[tuple[Any, ...]]]:
 
 def violations(url: str) -> dict[str, list[tuple[Any, ...]]]:
     """Every broken invariant with its offending rows (empty when all hold)."""
-    results = _query_all(url, list(CHECKS.values()))
+    results = query_all(url, list(CHECKS.values()))
     return {name: rows for name, rows in zip(CHECKS, results, strict=True) if rows}
 
 
@@ -81,5 +82,5 @@ def assert_invariants(url: str) -> None:
 
 def status_counts(url: str) -> dict[str, int]:
     """How many jobs are in each status (zero counts left out)."""
-    (rows,) = _query_all(url, ["SELECT status, COUNT(*) FROM jobvisor_jobs GROUP BY status"])
+    (rows,) = query_all(url, ["SELECT status, COUNT(*) FROM jobvisor_jobs GROUP BY status"])
     return {str(status): int(n) for status, n in rows}

@@ -15,8 +15,10 @@ import asyncio
 import dataclasses
 import datetime as dt
 import json
+import random
 import sqlite3
 import threading
+import time
 import uuid
 from collections.abc import Callable, Generator, Iterable, Sequence
 from typing import Any, Generic, Literal, Protocol, TypeVar
@@ -379,6 +381,26 @@ def _sqlite_execute(conn: sqlite3.Connection, stmt: Stmt, *, own: bool) -> Any:
     return cur.rowcount
 
 
+def _enter_wal(conn: sqlite3.Connection, busy_timeout: float) -> None:
+    """Switch the file to WAL mode, retrying until `busy_timeout`.
+
+    The switch needs an exclusive lock and SQLite reports "database is locked"
+    at once, without its busy handler, while another connection is reading or
+    switching: several processes opening a fresh file at the same moment hit
+    it. The mode is stored in the file, so this only waits on a fresh one."""
+    deadline = time.monotonic() + busy_timeout
+    pause = 0.005
+    while True:
+        try:
+            conn.execute("PRAGMA journal_mode=WAL")
+            return
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or time.monotonic() >= deadline:
+                raise
+        time.sleep(pause * (0.5 + random.random()))
+        pause = min(pause * 2, 0.1)
+
+
 class SqliteRunner:
     """Runs plans on one `sqlite3` connection in WAL mode, one at a time.
 
@@ -399,8 +421,12 @@ class SqliteRunner:
         conn = sqlite3.connect(
             self.path, timeout=self.busy_timeout, isolation_level=None, check_same_thread=False
         )
-        conn.execute("PRAGMA journal_mode=WAL")
-        conn.execute("PRAGMA synchronous=NORMAL")
+        try:
+            _enter_wal(conn, self.busy_timeout)
+            conn.execute("PRAGMA synchronous=NORMAL")
+        except BaseException:
+            conn.close()
+            raise
         return conn
 
     def run(self, plan: Plan[T]) -> T:

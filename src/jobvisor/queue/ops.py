@@ -145,10 +145,14 @@ def migrate(ctx: Ctx) -> Plan[list[int]]:
 
 
 def schema_version(ctx: Ctx) -> Plan[int]:
-    """The highest applied migration version (0 for an empty database)."""
+    """The highest applied migration version (0 for an empty database).
+
+    It takes the migration lock too: creating the record table races a
+    concurrent `migrate()` on a fresh PostgreSQL database otherwise."""
     sql = ctx.dialect.sql
 
     def steps() -> Steps[int]:
+        yield Stmt(sql.MIGRATION_LOCK, fetch="all")
         yield Stmt(sql.MIGRATIONS_TABLE_CREATE)
         rows = yield Stmt(sql.MIGRATIONS_APPLIED, fetch="all")
         return max((r[0] for r in rows), default=0)
@@ -636,7 +640,8 @@ def dead_get(ctx: Ctx, job_id: uuid.UUID | str) -> Plan[Job]:
 def dead_requeue(
     ctx: Ctx, job_id: uuid.UUID | str, run_at: dt.datetime | None = None
 ) -> Plan[None]:
-    """A dead job back to pending with its attempts reset, due at `run_at` or now."""
+    """A dead job back to pending with its attempts reset, due at `run_at` or now.
+    `InvalidArgument` (nothing changed) if a live job now holds its dedupe key."""
     jid = _job_id(job_id)
     if run_at is not None and (not isinstance(run_at, dt.datetime) or run_at.tzinfo is None):
         raise InvalidArgument(f"run_at={run_at!r}: expected a timezone-aware datetime")

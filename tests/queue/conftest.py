@@ -1,0 +1,41 @@
+"""Fixtures of the queue's contract suite: queues with an injected clock."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+
+import jobvisor
+from jobvisor import Queue
+from tests.queue.helpers import Clock
+
+MakeQueue = Callable[..., Queue]
+
+
+@pytest.fixture
+def clock() -> Clock:
+    return Clock()
+
+
+@pytest.fixture
+def make_queue(url: str) -> Iterator[MakeQueue]:
+    """`make_queue(**connect_options)`: a migrated queue on `url`, closed after the test."""
+    opened: list[Queue] = []
+
+    def make(**options: Any) -> Queue:
+        q = jobvisor.connect(url, **options)
+        opened.append(q)
+        q.migrate()
+        return q
+
+    yield make
+    for q in opened:
+        q.close()
+
+
+@pytest.fixture
+def cqueue(make_queue: MakeQueue, clock: Clock) -> Queue:
+    """A migrated queue whose time is `clock` (tests move it with `clock.advance`)."""
+    return make_queue(clock=clock)
