@@ -1,0 +1,99 @@
+"""Latency: from an enqueue's commit to its handler's first line, on an idle
+worker (PostgreSQL: LISTEN/NOTIFY wakes it).
+
+    .venv/bin/python bench/latency.py [--samples 500] [--pg-url postgresql://…/postgres]
+
+One worker process (`python -m jobvisor.worker`, app `bench.latency_app`)
+waits on an empty queue. The bench enqueues one job at a time and the
+handler sends the time it started back over a pipe. Two figures: from the
+call of `enqueue` (so including its own commit) and from its return (the
+queue's pickup alone; the handler may even start before the enqueuer has read
+its commit's reply, so this one can be negative). The next job is enqueued
+only after the previous one was seen, with a short random pause, so the
+worker is idle each time. Prints p50, p90, p99 and max in milliseconds.
+
+Runs in a database named `jobvisor_bench_latency`, dropped and created.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import signal
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psycopg
+from psycopg import sql
+
+import jobvisor
+
+DEFAULT_PG_URL = "postgresql://postgres@127.0.0.1:5432/postgres"
+BENCH_DB = "jobvisor_bench_latency"
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _with_dbname(url: str, dbname: str) -> str:
+    base, _, query = url.partition("?")
+    scheme, _, rest = base.partition("://")
+    authority = rest.split("/", 1)[0]
+    return f"{scheme}://{authority}/{dbname}" + (f"?{query}" if query else "")
+
+
+def percentile(values: list[float], p: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(p / 100 * (len(ordered) - 1)))]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--samples", type=int, default=500)
+    parser.add_argument("--pg-url", default=DEFAULT_PG_URL)
+    args = parser.parse_args()
+    with psycopg.connect(args.pg_url, autocommit=True) as conn:
+        conn.execute(
+            sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(BENCH_DB))
+        )
+        conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(BENCH_DB)))
+    url = _with_dbname(args.pg_url, BENCH_DB)
+    queue = jobvisor.connect(url)
+    queue.migrate()
+    read_fd, write_fd = os.pipe()
+    env = dict(os.environ, JOBVISOR_DATABASE_URL=url, JOBVISOR_APP="bench.latency_app:registry",
+               JOBVISOR_LOG_LEVEL="warning", JOBVISOR_POLL_INTERVAL="5",
+               LATENCY_FD=str(write_fd), PYTHONPATH=str(ROOT))  # fmt: skip
+    worker = subprocess.Popen([sys.executable, "-m", "jobvisor.worker"], env=env, cwd=ROOT,
+                              pass_fds=(write_fd,))  # fmt: skip
+    os.close(write_fd)
+    samples: list[float] = []
+    pickups: list[float] = []
+    reader = os.fdopen(read_fd, "r")
+    try:
+        queue.enqueue("latency")
+        reader.readline()  # the worker is up and has run one job
+        for _ in range(args.samples):
+            time.sleep(random.uniform(0.005, 0.02))  # idle again
+            called = time.time()
+            queue.enqueue("latency")
+            returned = time.time()
+            started = float(reader.readline())
+            samples.append((started - called) * 1000)
+            pickups.append((started - returned) * 1000)
+    finally:
+        worker.send_signal(signal.SIGTERM)
+        worker.wait(30)
+        reader.close()
+        queue.close()
+    for name, values in (("enqueue call", samples), ("enqueue return", pickups)):
+        print(f"{name} -> handler start, {len(values)} samples (ms): "
+              f"p50 {percentile(values, 50):.2f}  p90 {percentile(values, 90):.2f}  "
+              f"p99 {percentile(values, 99):.2f}  max {max(values):.2f}  "
+              f"mean {statistics.fmean(values):.2f}")  # fmt: skip
+
+
+if __name__ == "__main__":
+    main()
