@@ -100,7 +100,7 @@ def one_run(engine: str, args: argparse.Namespace) -> tuple[float, dict[str, int
                    JOBVISOR_LOG_LEVEL="warning", JOBVISOR_LOG_FORMAT="json",
                    JOBVISOR_HTTP_ADDR="", JOBVISOR_SHUTDOWN_TIMEOUT="10")  # fmt: skip
         if args.via == "run":
-            cmd = [sys.executable, "-m", "jobvisor.cli", "run"]
+            cmd = [str(Path(sys.executable).with_name("jobvisor")), "run"]
             procs = [subprocess.Popen(cmd, env=env)]
         else:
             cmd = [sys.executable, "-m", "jobvisor.worker"]
@@ -114,11 +114,14 @@ def one_run(engine: str, args: argparse.Namespace) -> tuple[float, dict[str, int
             started = time.perf_counter()
             queue.enqueue_many(jobs)
             enqueued = time.perf_counter()
+            if args.analyze and engine == "postgres":
+                with psycopg.connect(url, autocommit=True) as conn:
+                    conn.execute("ANALYZE jobvisor_jobs")
             wait_completed(queue, warm + args.jobs, time.monotonic() + DEADLINE)
             elapsed = time.perf_counter() - enqueued
             memory = {}
             for proc in procs:
-                memory[f"{' '.join(cmd[2:])}[{proc.pid}]"] = rss_kib(proc.pid)
+                memory[f"{Path(cmd[0]).name} {cmd[-1]}[{proc.pid}]"] = rss_kib(proc.pid)
                 for child in children_of(proc.pid):
                     memory[f"  worker[{child}]"] = rss_kib(child)
             print(f"  enqueue_many({args.jobs}) took {enqueued - started:.2f}s", flush=True)
@@ -142,6 +145,11 @@ def main() -> None:
     parser.add_argument("--concurrency", type=int, default=200)
     parser.add_argument("--via", choices=["workers", "run"], default="workers")
     parser.add_argument("--runs", type=int, default=1)
+    parser.add_argument(
+        "--analyze",
+        action="store_true",
+        help="ANALYZE the jobs table right after the enqueue (inside the timing)",
+    )
     parser.add_argument("--pg-url", default=DEFAULT_PG_URL)
     args = parser.parse_args()
     engines = ["postgres", "sqlite"] if args.engine == "both" else [args.engine]
