@@ -10,6 +10,7 @@ them the PostgreSQL tests are skipped with the reason, and the SQLite ones run.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
 import glob
 import os
@@ -148,19 +149,60 @@ def _with_dbname(url: str, dbname: str) -> str:
     return f"{scheme}://{authority}/{dbname}" + (f"?{query}" if query else "")
 
 
-@pytest.fixture
-def pg_url(pg_admin_url: str) -> Iterator[str]:
-    """A fresh, empty (unmigrated) PostgreSQL database for this test, dropped after."""
-    name = f"jv_t_{uuid.uuid4().hex[:16]}"
-    with psycopg.connect(pg_admin_url, autocommit=True) as conn:
-        conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
-    try:
-        yield _with_dbname(pg_admin_url, name)
-    finally:
-        with psycopg.connect(pg_admin_url, autocommit=True) as conn:
+class _Databases:
+    """Fresh databases for tests. Creating and dropping one takes the server a
+    second on a busy machine, so the next database is created and the last one
+    dropped in a background thread while the test runs."""
+
+    def __init__(self, admin_url: str) -> None:
+        self.admin_url = admin_url
+        self.pool = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="jv-test-db")
+        self.spare: concurrent.futures.Future[str] | None = None
+
+    def _create(self) -> str:
+        name = f"jv_t_{uuid.uuid4().hex[:16]}"
+        with psycopg.connect(self.admin_url, autocommit=True) as conn:
+            conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+        return name
+
+    def _drop(self, name: str) -> None:
+        with psycopg.connect(self.admin_url, autocommit=True) as conn:
             conn.execute(
                 sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name))
             )
+
+    def take(self) -> str:
+        name = self.spare.result() if self.spare is not None else self._create()
+        self.spare = self.pool.submit(self._create)
+        return name
+
+    def give_back(self, name: str) -> None:
+        self.pool.submit(self._drop, name)
+
+    def close(self) -> None:
+        if self.spare is not None:
+            with contextlib.suppress(Exception):
+                self._drop(self.spare.result())
+        self.pool.shutdown(wait=True)
+
+
+@pytest.fixture(scope="session")
+def _pg_databases(pg_admin_url: str) -> Iterator[_Databases]:
+    databases = _Databases(pg_admin_url)
+    try:
+        yield databases
+    finally:
+        databases.close()
+
+
+@pytest.fixture
+def pg_url(pg_admin_url: str, _pg_databases: _Databases) -> Iterator[str]:
+    """A fresh, empty (unmigrated) PostgreSQL database for this test, dropped after."""
+    name = _pg_databases.take()
+    try:
+        yield _with_dbname(pg_admin_url, name)
+    finally:
+        _pg_databases.give_back(name)
 
 
 @pytest.fixture
