@@ -259,6 +259,24 @@ def _pg_execute(cur: Any, stmt: Stmt) -> Any:
     return cur.rowcount
 
 
+# The claim walks the claim index in order and stops at `limit` rows. On a
+# table not yet analyzed (a fresh database right after a bulk enqueue) the
+# default random_page_cost of 4 makes the planner prefer a bitmap scan and a
+# sort of every due row instead: 50 ms a claim instead of 1. 1.1 is the usual
+# setting for SSD storage and it only applies to jobvisor's own connections.
+PG_SESSION_SETUP = "SET random_page_cost = 1.1"
+
+
+def _pg_configure(conn: Any) -> None:
+    conn.execute(PG_SESSION_SETUP)
+    conn.commit()
+
+
+async def _pg_configure_async(conn: Any) -> None:
+    await conn.execute(PG_SESSION_SETUP)
+    await conn.commit()
+
+
 class PostgresRunner:
     """Runs plans on a psycopg `ConnectionPool`, one transaction per plan."""
 
@@ -266,7 +284,12 @@ class PostgresRunner:
 
     def __init__(self, url: str, *, min_size: int = 1, max_size: int = 4) -> None:
         self.pool = ConnectionPool(
-            url, min_size=min_size, max_size=max_size, open=False, name="jobvisor"
+            url,
+            min_size=min_size,
+            max_size=max_size,
+            open=False,
+            name="jobvisor",
+            configure=_pg_configure,
         )
         self.pool.open(wait=False)
 
@@ -290,7 +313,12 @@ class AsyncPostgresRunner:
 
     def __init__(self, url: str, *, min_size: int = 1, max_size: int = 4) -> None:
         self.pool = AsyncConnectionPool(
-            url, min_size=min_size, max_size=max_size, open=False, name="jobvisor"
+            url,
+            min_size=min_size,
+            max_size=max_size,
+            open=False,
+            name="jobvisor",
+            configure=_pg_configure_async,
         )
         self._opened = False
 
