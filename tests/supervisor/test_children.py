@@ -13,6 +13,7 @@ from pathlib import Path
 
 from jobvisor.config import Config, ConfigError
 from jobvisor.supervisor import Supervisor
+from jobvisor.supervisor.arbiter import reload_with_same_flags
 from jobvisor.supervisor.children import (
     describe_exit,
     read_messages,
@@ -103,3 +104,10 @@ def test_a_reload_with_an_invalid_configuration_keeps_the_old_one() -> None:
     run_async(supervisor._reload)
     assert supervisor.config is config
     assert supervisor.workers == {} and len(supervisor.slots) == config.workers
+
+
+def test_a_reload_keeps_the_command_line_flags() -> None:
+    config = Config.load(env={}, overrides={"workers": "5", "queues": "a,b"})
+    reloaded = reload_with_same_flags(config)()
+    assert (reloaded.workers, reloaded.queues) == (5, ("a", "b"))
+    assert reloaded.sources["workers"] == "flag"

@@ -26,7 +26,7 @@ def run(argv: list[str]) -> int:
     except ConfigError as exc:
         print(f"jobvisor: {exc}", file=sys.stderr)
         return EX_CONFIG
-    return main(config, load_config=lambda: Config.load(overrides=overrides))
+    return main(config)  # a SIGHUP re-reads the environment, these flags still winning
 
 
 if __name__ == "__main__":

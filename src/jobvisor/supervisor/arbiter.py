@@ -64,7 +64,7 @@ from typing import Any, Final
 import uvloop
 
 from .. import systemd
-from ..config import Config, ConfigError
+from ..config import SETTINGS, Config, ConfigError
 from ..http import HttpServer, start_http_server
 from ..log import get_logger, setup_logging
 from ..metrics import Metrics
@@ -169,7 +169,7 @@ class Supervisor:
         self.http: HttpServer | None = None
         self.started_at = time.monotonic()
         self.last_tick = self.started_at
-        self._load_config = load_config or Config.load
+        self._load_config = load_config or reload_with_same_flags(config)
         self._worker_command = tuple(worker_command)
         self._on_worker_message = on_worker_message
         self._extra_tasks = tuple(tasks)
@@ -840,8 +840,17 @@ class Supervisor:
         }
 
 
+def reload_with_same_flags(config: Config) -> Callable[[], Config]:
+    """What SIGHUP reads by default: the environment again, with the values that
+    came from command-line flags (`config.sources`) still winning over it."""
+    values = config.to_env()
+    flags = {s.field: values[s.env] for s in SETTINGS if config.sources.get(s.field) == "flag"}
+    return lambda: Config.load(overrides=flags)
+
+
 def main(config: Config, *, load_config: Callable[[], Config] | None = None) -> int:
-    """Run the supervisor until it stops; the process exit code."""
+    """Run the supervisor until it stops; the process exit code. `load_config`
+    is what SIGHUP reads (default: `reload_with_same_flags(config)`)."""
     setup_logging(config.log_format, config.log_level)
     supervisor = Supervisor(config, load_config=load_config)
     return int(uvloop.run(supervisor.run()))
