@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
+import subprocess
 import time
 from typing import Any
 
@@ -76,3 +77,13 @@ async def block_loop(job: JobContext) -> None:
 def sync_sleep(job: JobContext) -> None:
     """Blocking code in the thread pool, past its hard time limit."""
     time.sleep(float(_payload(job).get("seconds", 60)))
+
+
+@registry.handler("leave_orphan", max_attempts=1)
+def leave_orphan(job: JobContext) -> None:
+    """Starts a short-lived child, writes its pid to `path`, and kills its own
+    worker: the child is orphaned while it still runs."""
+    child = subprocess.Popen(["sleep", str(_payload(job).get("seconds", 1))])
+    with open(str(_payload(job)["path"]), "w") as out:
+        out.write(str(child.pid))
+    os.kill(os.getpid(), signal.SIGKILL)

@@ -11,6 +11,7 @@ import uuid
 from collections.abc import Callable
 from pathlib import Path
 
+import jobvisor
 from jobvisor import Queue
 from jobvisor.worker.protocol import EXIT_BOOT_FAILED
 from tests.invariants import assert_invariants
@@ -148,3 +149,21 @@ def test_too_many_crashes_in_the_window_stop_the_supervisor_non_zero(
     assert len(service.events("worker.spawned")) <= 2 + 2
     assert all(row["status"] in ("retryable", "pending") for row in jobs(url))
     assert_invariants(url)
+
+
+def test_orphans_of_a_dead_worker_are_reaped_by_the_supervisor(
+    sqlite_url: str, tmp_path: Path, start_service: Callable[..., Service]
+) -> None:
+    with jobvisor.connect(sqlite_url) as queue:
+        queue.migrate()
+        pid_file = tmp_path / "orphan.pid"
+        queue.enqueue("leave_orphan", {"path": str(pid_file), "seconds": 1})
+    service = start_service(sqlite_url, tmp_path, {"JOBVISOR_LOG_LEVEL": "debug"})
+
+    orphan = int(wait_until(lambda: pid_file.exists() and pid_file.read_text(), what="the pid"))
+    # The supervisor is a subreaper: the orphan became its child, and its exit
+    # is collected instead of lingering as a zombie.
+    service.wait_event("supervisor.orphan_reaped", pid=orphan)
+    assert not is_alive(orphan)
+    assert service.stop() == 0
+    assert_invariants(sqlite_url)

@@ -292,7 +292,7 @@ class Supervisor:
         assert self._wakeup is not None
         while self.state is not State.STOPPED:
             with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(TICK):
+                async with asyncio.timeout(self._next_turn_in()):
                     await self._wakeup.wait()
             self._wakeup.clear()
             self.last_tick = time.monotonic()
@@ -301,6 +301,14 @@ class Supervisor:
             self.reap_workers()
             self.murder_workers()
             self.manage_workers()
+
+    def _next_turn_in(self) -> float:
+        """Seconds until something is due (a restart, a kill, a deadline), at most TICK."""
+        due = [s.respawn_at for s in self.slots if s.worker is None]
+        for w in self.workers.values():
+            due += [t for t in (w.sigkill_at, w.stop_deadline) if t is not None]
+            due += w.hard_deadlines.values()
+        return max(0.0, min([TICK, *(t - time.monotonic() for t in due)]))
 
     async def _finish(self) -> None:
         """Whatever happened: no worker outlives us, their jobs are requeued,
