@@ -1,0 +1,69 @@
+"""The README stays true: its configuration table lists every setting with its
+default, its tour runs, and the two set-up commands exist in the Makefile."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from jobvisor.config import SETTINGS, Setting
+
+ROOT = Path(__file__).resolve().parent.parent
+README = (ROOT / "README.md").read_text(encoding="utf-8")
+
+
+def table_rows() -> dict[str, list[str]]:
+    """The configuration table's rows by variable: {env: [variable, default, meaning]}."""
+    rows = {}
+    for line in README.splitlines():
+        if line.startswith("| `JOBVISOR_"):
+            cells = [cell.strip() for cell in line.strip().strip("|").split("|")]
+            rows[cells[0].strip("`")] = cells
+    return rows
+
+
+def shown_default(setting: Setting) -> str:
+    return f"`{setting.default}`" if setting.default else "*(empty)*"
+
+
+def python_blocks() -> list[str]:
+    return re.findall(r"^```python\n(.*?)^```$", README, flags=re.MULTILINE | re.DOTALL)
+
+
+@pytest.mark.parametrize("setting", SETTINGS, ids=lambda s: s.env)
+def test_every_setting_is_in_the_table_with_its_default(setting: Setting) -> None:
+    rows = table_rows()
+    assert setting.env in rows, f"README's configuration table has no row for {setting.env}"
+    assert rows[setting.env][1] == shown_default(setting), (
+        f"README shows {setting.env}'s default as {rows[setting.env][1]}, "
+        f"config.SETTINGS says {shown_default(setting)}"
+    )
+    assert rows[setting.env][2], f"README gives {setting.env} no meaning"
+
+
+def test_the_table_lists_no_setting_that_does_not_exist() -> None:
+    unknown = set(table_rows()) - {s.env for s in SETTINGS}
+    assert not unknown, f"README lists variables config.SETTINGS does not have: {unknown}"
+
+
+def test_the_two_setup_commands_are_makefile_targets() -> None:
+    makefile = (ROOT / "Makefile").read_text(encoding="utf-8")
+    for target in ("run", "test"):
+        assert f"make {target}" in README
+        assert re.search(rf"^{target}:", makefile, flags=re.MULTILINE), f"no `{target}:` target"
+
+
+def test_the_tour_runs_on_sqlite(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every ```python block, in order, in one namespace, in an empty directory."""
+    blocks = python_blocks()
+    assert len(blocks) >= 5, "the README's tour has lost its code blocks"
+    monkeypatch.chdir(tmp_path)
+    namespace: dict[str, object] = {"__name__": "readme_tour"}
+    for number, block in enumerate(blocks, 1):
+        try:
+            exec(compile(block, f"README.md python block {number}", "exec"), namespace)
+        except Exception as exc:
+            raise AssertionError(f"README python block {number} failed:\n{block}") from exc
+    assert (tmp_path / "tour.db").exists()
