@@ -75,7 +75,7 @@ def _names(name: str, values: Iterable[str] | None) -> list[str] | None:
         raise InvalidArgument(f"{name}={values!r}: expected a list of names, not one string")
     items = list(values)
     for item in items:
-        if not isinstance(item, str) or not item:
+        if not isinstance(item, str) or not item or "\x00" in item:
             raise InvalidArgument(f"{name}: {item!r} is not a non-empty name")
     return items or None
 
@@ -301,7 +301,7 @@ def claim(
     oldest `run_at`, then id. Each claimed job has its attempt counted, a fresh
     claim token and a lease of `lease` seconds from the database clock. Two
     claimers never receive the same job. An empty or missing filter means all."""
-    if not isinstance(worker_id, str) or not worker_id:
+    if not isinstance(worker_id, str) or not worker_id or "\x00" in worker_id:
         raise InvalidArgument(f"worker_id={worker_id!r}: expected a non-empty string")
     if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
         raise InvalidArgument(f"limit={limit!r}: expected an integer >= 1")
@@ -330,14 +330,27 @@ def _held_many(ctx: Ctx, sql: str, jobs: Sequence[Job], extra: dict[str, Any]) -
     jobs whose lease was lost (nothing changed for those)."""
     _held("jobs", jobs)
     d = ctx.dialect
-    params = {**d.held(jobs), "now": ctx.now(), **extra}
+    now = ctx.now()
+    # The statement returns ids only, so one statement must not see an id
+    # twice: a stale claim of a job can sit beside its current one (a worker
+    # that lost a lease and claimed the job again). Each repeat goes in the
+    # next statement; at most one claim of a job can match.
+    batches: list[list[int]] = []
+    seen: dict[uuid.UUID, int] = {}
+    for index, job in enumerate(jobs):
+        repeat = seen[job.id] = seen.get(job.id, -1) + 1
+        if repeat == len(batches):
+            batches.append([])
+        batches[repeat].append(index)
 
     def steps() -> Steps[list[Job]]:
-        if not jobs:
-            return []
-        rows = yield Stmt(sql, params, fetch="all")
-        kept = {d.id_out(r[0]) for r in rows}
-        return [j for j in jobs if j.id not in kept]
+        lost: set[int] = set()
+        for batch in batches:
+            held = [jobs[i] for i in batch]
+            rows = yield Stmt(sql, {**d.held(held), "now": now, **extra}, fetch="all")
+            kept = {d.id_out(r[0]) for r in rows}
+            lost.update(i for i in batch if jobs[i].id not in kept)
+        return [jobs[i] for i in sorted(lost)]
 
     return Plan(steps())
 
@@ -408,7 +421,9 @@ def _error_text(name: str, error: BaseException | str) -> str:
         text = error
     else:
         raise InvalidArgument(f"{name}={error!r}: expected an exception or a string")
-    return text[:8000]
+    # PostgreSQL text cannot hold NUL, and a message with binary junk in it
+    # must not keep the job from being recorded as failed.
+    return text[:8000].replace("\x00", "\ufffd")
 
 
 def fail(
@@ -472,11 +487,11 @@ def reap_expired(ctx: Ctx, *, policy: RetryPolicy | None = None) -> Plan[int]:
 def release_worker(ctx: Ctx, worker_id: str, *, error: str | None = None) -> Plan[int]:
     """Requeue at once every job `worker_id` still holds (its process died): due
     now with the attempt counted, or `dead` when attempts are spent. Returns the count."""
-    if not isinstance(worker_id, str) or not worker_id:
+    if not isinstance(worker_id, str) or not worker_id or "\x00" in worker_id:
         raise InvalidArgument(f"worker_id={worker_id!r}: expected a non-empty string")
     params = {
         "worker_id": worker_id,
-        "error": error or f"worker {worker_id} exited while running the job",
+        "error": _error_text("error", error or f"worker {worker_id} exited while running the job"),
         "now": ctx.now(),
     }
     sql = ctx.dialect.sql.JOB_RELEASE_WORKER
