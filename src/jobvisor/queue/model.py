@@ -10,6 +10,7 @@ import json
 import math
 import os
 import random
+import re
 import threading
 import time
 import uuid
@@ -153,9 +154,9 @@ class NewJob:
         correlation_id: str | None = None,
     ) -> NewJob:
         """Check every argument and raise `InvalidArgument` naming the bad one."""
-        if not isinstance(job_type, str) or not job_type.strip():
+        if not isinstance(job_type, str) or not job_type.strip() or "\x00" in job_type:
             raise InvalidArgument(f"job_type={job_type!r}: expected a non-empty string")
-        if not isinstance(queue, str) or not queue.strip():
+        if not isinstance(queue, str) or not queue.strip() or "\x00" in queue:
             raise InvalidArgument(f"queue={queue!r}: expected a non-empty string")
         if isinstance(priority, bool) or not isinstance(priority, int):
             raise InvalidArgument(f"priority={priority!r}: expected an integer")
@@ -187,7 +188,7 @@ class NewJob:
             if not (seconds >= 0 and math.isfinite(seconds)):
                 raise InvalidArgument(f"delay={delay!r}: expected a non-negative duration")
         for name, value in (("dedupe_key", dedupe_key), ("correlation_id", correlation_id)):
-            if value is not None and (not isinstance(value, str) or not value):
+            if value is not None and (not isinstance(value, str) or not value or "\x00" in value):
                 raise InvalidArgument(f"{name}={value!r}: expected a non-empty string or None")
         try:
             payload_json = json.dumps(
@@ -197,6 +198,11 @@ class NewJob:
             raise InvalidArgument(
                 f"payload={_short(payload)}: expected a JSON-serialisable value ({exc})"
             ) from None
+        if _JSON_NUL.search(payload_json):
+            raise InvalidArgument(
+                f"payload={_short(payload)}: expected JSON without NUL characters "
+                "(PostgreSQL cannot store \\u0000)"
+            )
         return cls(
             id=new_job_id(),
             job_type=job_type,
@@ -209,6 +215,10 @@ class NewJob:
             dedupe_key=dedupe_key,
             correlation_id=correlation_id,
         )
+
+
+# A \u0000 escape in JSON text: one preceded by an even number of backslashes.
+_JSON_NUL = re.compile(r"(?<!\\)(?:\\\\)*\\u0000")
 
 
 def _short(value: Any) -> str:
