@@ -42,7 +42,8 @@ def test_sighup_replaces_the_workers_one_at_a_time_losing_no_job(
     pg_queue: Queue, tmp_path: Path, start_service: Callable[..., Service]
 ) -> None:
     url = pg_queue.url
-    ids = pg_queue.enqueue_many([{"job_type": "sleep", "payload": {"seconds": 0.05}}] * 300)
+    # About five seconds of work: the reload happens while it flows.
+    ids = pg_queue.enqueue_many([{"job_type": "sleep", "payload": {"seconds": 0.1}}] * 400)
     service = start_service(url, tmp_path)
     service.wait_ready()
     old = set(service.worker_pids())
