@@ -151,7 +151,7 @@ JOB_REAP_EXPIRED: Final[LiteralString] = (
     " status = CASE WHEN attempts >= max_attempts THEN 'dead' ELSE 'retryable' END,"
     " run_at = CASE WHEN attempts >= max_attempts THEN run_at"
     "   ELSE coalesce(%(now)s::timestamptz, now()) + least(%(cap)s::float8,"
-    "   %(base)s::float8 * power(2::float8, greatest(attempts - 1, 0)))"
+    "   %(base)s::float8 * power(2::float8, least(greatest(attempts - 1, 0), 62)))"
     "   * (1 - %(jitter)s::float8 * random()) * interval '1 second' END,"
     " finished_at = CASE WHEN attempts >= max_attempts"
     "   THEN coalesce(%(now)s::timestamptz, now()) END,"

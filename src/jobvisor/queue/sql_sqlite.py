@@ -153,7 +153,7 @@ JOB_REAP_EXPIRED: Final[LiteralString] = (
     " status = CASE WHEN attempts >= max_attempts THEN 'dead' ELSE 'retryable' END,"
     " run_at = CASE WHEN attempts >= max_attempts THEN run_at"
     "   ELSE coalesce(:now, (julianday('now') - 2440587.5) * 86400.0)"
-    "   + min(:cap, :base * (1 << min(max(attempts - 1, 0), 40)))"
+    "   + min(:cap, :base * (1 << min(max(attempts - 1, 0), 62)))"
     "   * (1 - :jitter * (abs(random()) / 9223372036854775808.0)) END,"
     " finished_at = CASE WHEN attempts >= max_attempts"
     "   THEN coalesce(:now, (julianday('now') - 2440587.5) * 86400.0) END,"

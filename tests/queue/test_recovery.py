@@ -1,0 +1,219 @@
+"""Taking jobs back: reap_expired (and its race with a renewal), lease
+fencing between two workers, and release_worker."""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+
+import psycopg
+import pytest
+
+import jobvisor
+from jobvisor import JobStatus, LeaseLost, Queue
+from jobvisor.queue.api import parse_url
+from tests.invariants import assert_invariants
+from tests.queue.helpers import Clock, close_to, wait_until
+
+
+def test_reap_expired_returns_jobs_to_retryable_or_dead(
+    cqueue: Queue, clock: Clock, url: str
+) -> None:
+    retry = cqueue.enqueue("t", max_attempts=3)
+    spent = cqueue.enqueue("t", max_attempts=1)
+    fresh = cqueue.enqueue("t")
+    jobs = {j.id: j for j in cqueue.claim("w-old", limit=2, lease=10)}
+    assert set(jobs) == {retry, spent}
+    clock.advance(5)
+    (held,) = cqueue.claim("w-new", lease=60)
+    assert held.id == fresh
+    assert cqueue.reap_expired() == 0  # nothing expired yet
+    clock.advance(5)
+    assert cqueue.reap_expired() == 0  # expiry is strictly after the lease end
+    clock.advance(0.5)
+    assert cqueue.reap_expired() == 2
+    back = cqueue.get(retry)
+    assert back.status is JobStatus.RETRYABLE
+    assert back.attempts == 1  # the attempt stays counted
+    assert back.last_error is not None and "w-old" in back.last_error
+    assert back.run_at > clock()  # backoff
+    dead = cqueue.get(spent)
+    assert dead.status is JobStatus.DEAD and dead.finished_at is not None
+    assert cqueue.get(fresh).status is JobStatus.RUNNING
+    assert cqueue.reap_expired() == 0
+    assert_invariants(url)
+
+
+def test_reaper_after_a_renewal_leaves_the_job_alone(cqueue: Queue, clock: Clock, url: str) -> None:
+    cqueue.enqueue("t")
+    (job,) = cqueue.claim("w", lease=10)
+    clock.advance(9)
+    cqueue.renew(job)
+    clock.advance(9)
+    assert cqueue.reap_expired() == 0
+    cqueue.complete(job)
+    clock.advance(100)
+    assert cqueue.reap_expired() == 0
+    assert cqueue.get(job.id).status is JobStatus.COMPLETED
+    assert_invariants(url)
+
+
+def test_reaper_racing_a_renewal_in_flight(pg_url: str) -> None:
+    """The renewal's transaction holds the row when the reaper's UPDATE starts;
+    the reaper re-checks the lease on the committed row and leaves it alone."""
+    with jobvisor.connect(pg_url) as q:
+        q.migrate()
+        q.enqueue("t")
+        (job,) = q.claim("w", lease=30)
+        with psycopg.connect(pg_url) as renewer:
+            # The renewal, in flight: it expired the lease a moment ago and
+            # is about to extend it again.
+            renewer.execute(
+                "UPDATE jobvisor_jobs SET lease_expires_at = now() - interval '1 second'"
+                " WHERE id = %s",
+                (job.id,),
+            )
+            renewer.commit()
+            renewer.execute(
+                "UPDATE jobvisor_jobs SET lease_expires_at = now() + interval '1 hour'"
+                " WHERE id = %s AND claim_token = %s",
+                (job.id, job.claim_token),
+            )
+            reaped: list[int] = []
+            reaper = threading.Thread(target=lambda: reaped.append(q.reap_expired()))
+            reaper.start()
+            with psycopg.connect(pg_url, autocommit=True) as watch:
+                wait_until(
+                    lambda: (
+                        watch.execute(
+                            "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'"
+                            " AND query LIKE '%%lease expired%%'"
+                        ).fetchone()
+                        == (1,)
+                    ),
+                    what="the reaper to wait on the renewal's row lock",
+                )
+            renewer.commit()
+            reaper.join(60)
+        assert reaped == [0]
+        q.complete(job)
+        assert q.get(job.id).status is JobStatus.COMPLETED
+    assert_invariants(pg_url)
+
+
+def test_lease_fencing(cqueue: Queue, clock: Clock, url: str) -> None:
+    """Worker A's job is reaped and claimed by B: A can no longer change it."""
+    jid = cqueue.enqueue("t")
+    (a_job,) = cqueue.claim("worker-a", lease=10)
+    clock.advance(11)
+    assert cqueue.reap_expired() == 1
+    clock.advance(3600)  # past any backoff
+    (b_job,) = cqueue.claim("worker-b", lease=10)
+    assert b_job.id == jid and b_job.attempts == 2
+    assert b_job.claim_token != a_job.claim_token
+    for late in (
+        lambda: cqueue.complete(a_job),
+        lambda: cqueue.fail(a_job, "late"),
+        lambda: cqueue.renew(a_job),
+        lambda: cqueue.release(a_job),
+        lambda: cqueue.snooze(a_job, 1),
+    ):
+        with pytest.raises(LeaseLost):
+            late()
+    assert cqueue.complete_many([a_job]) == [a_job]
+    current = cqueue.get(jid)
+    assert current.status is JobStatus.RUNNING and current.worker_id == "worker-b"
+    assert current.claim_token == b_job.claim_token
+    cqueue.complete(b_job)
+    assert cqueue.get(jid).status is JobStatus.COMPLETED
+    assert_invariants(url)
+
+
+def test_stale_and_current_claim_in_one_batch(cqueue: Queue, clock: Clock, url: str) -> None:
+    cqueue.enqueue("t")
+    (old,) = cqueue.claim("w", lease=5)
+    clock.advance(6)
+    cqueue.reap_expired()
+    clock.advance(3600)
+    (new,) = cqueue.claim("w", lease=5)
+    assert cqueue.complete_many([old, new]) == [old]
+    assert cqueue.get(new.id).status is JobStatus.COMPLETED
+    assert_invariants(url)
+
+
+def test_release_worker_requeues_what_it_held(cqueue: Queue, clock: Clock, url: str) -> None:
+    a = cqueue.enqueue("t", priority=3)
+    b = cqueue.enqueue("t", priority=2, max_attempts=1)
+    c = cqueue.enqueue("t", priority=1)
+    cqueue.claim("dead-worker", limit=2)
+    cqueue.claim("live-worker")
+    clock.advance(1)
+    assert cqueue.release_worker("dead-worker") == 2
+    requeued = cqueue.get(a)
+    assert requeued.status is JobStatus.RETRYABLE
+    assert requeued.attempts == 1  # counted: the job may be what killed it
+    assert close_to(requeued.run_at, clock())  # due at once
+    assert requeued.last_error is not None and "dead-worker" in requeued.last_error
+    assert cqueue.get(b).status is JobStatus.DEAD
+    assert cqueue.get(c).status is JobStatus.RUNNING
+    assert cqueue.release_worker("dead-worker") == 0
+    assert cqueue.release_worker("never-existed") == 0
+    (again,) = cqueue.claim("new-worker")
+    assert again.id == a and again.attempts == 2
+    assert_invariants(url)
+
+
+def test_release_worker_with_an_error_text(queue: Queue) -> None:
+    queue.enqueue("t")
+    queue.claim("w")
+    assert queue.release_worker("w", error="killed by signal 9 (probably OOM)") == 1
+    (job,) = queue.claim("w2")
+    assert job.last_error == "killed by signal 9 (probably OOM)"
+
+
+def test_a_job_that_keeps_killing_workers_ends_dead(queue: Queue, url: str) -> None:
+    jid = queue.enqueue("poison", max_attempts=3)
+    for n in range(3):
+        (job,) = queue.claim(f"w{n}")
+        assert job.id == jid
+        queue.release_worker(f"w{n}")
+    assert queue.get(jid).status is JobStatus.DEAD
+    assert queue.claim("w") == []
+    assert_invariants(url)
+
+
+def test_reaper_survives_jobs_with_many_attempts(cqueue: Queue, clock: Clock, url: str) -> None:
+    """The backoff of a job on its 1500th attempt must not overflow the reaper's
+    arithmetic: one such job would stop every expired lease being reaped."""
+    many = cqueue.enqueue("t", max_attempts=5000)
+    other = cqueue.enqueue("t")
+    jobs = cqueue.claim("w", limit=2, lease=5)
+    assert {j.id for j in jobs} == {many, other}
+    _set_attempts(url, many, 1500)
+    clock.advance(6)
+    assert cqueue.reap_expired() == 2
+    assert cqueue.get(many).status is JobStatus.RETRYABLE
+    assert cqueue.get(other).status is JobStatus.RETRYABLE
+    assert_invariants(url)
+
+
+def _set_attempts(url: str, job_id: object, attempts: int) -> None:
+    """Test set-up only: jump a running job's attempt counter."""
+    engine, target = parse_url(url)
+    if engine == "postgres":
+        with psycopg.connect(target, autocommit=True) as conn:
+            conn.execute("UPDATE jobvisor_jobs SET attempts = %s WHERE id = %s", (attempts, job_id))
+    else:
+        lite = sqlite3.connect(target, timeout=30)
+        with lite:
+            lite.execute(
+                "UPDATE jobvisor_jobs SET attempts = ? WHERE id = ?", (attempts, str(job_id))
+            )
+        lite.close()
+
+
+def test_reap_with_the_database_clock(queue: Queue, url: str) -> None:
+    queue.enqueue("t")
+    queue.claim("w", lease=0.001)
+    wait_until(lambda: queue.reap_expired() == 1, what="the short lease to expire")
+    assert_invariants(url)
