@@ -3,6 +3,7 @@ fencing between two workers, and release_worker."""
 
 from __future__ import annotations
 
+import datetime as dt
 import sqlite3
 import threading
 
@@ -10,9 +11,10 @@ import psycopg
 import pytest
 
 import jobvisor
-from jobvisor import JobStatus, LeaseLost, Queue
+from jobvisor import JobStatus, LeaseLost, Queue, RetryPolicy
 from jobvisor.queue.api import parse_url
 from tests.invariants import assert_invariants
+from tests.queue.conftest import MakeQueue
 from tests.queue.helpers import Clock, close_to, wait_until
 
 
@@ -216,4 +218,31 @@ def test_reap_with_the_database_clock(queue: Queue, url: str) -> None:
     queue.enqueue("t")
     queue.claim("w", lease=0.001)
     wait_until(lambda: queue.reap_expired() == 1, what="the short lease to expire")
+    assert_invariants(url)
+
+
+def test_reaper_honours_the_retry_policy_of_the_job_type(
+    make_queue: MakeQueue, clock: Clock, url: str
+) -> None:
+    q = make_queue(
+        clock=clock,
+        retry={"slow": RetryPolicy(base=500, cap=500, jitter=0)},
+        default_retry=RetryPolicy(base=7, cap=7, jitter=0),
+    )
+    slow, plain = q.enqueue("slow"), q.enqueue("plain")
+    q.claim("w", limit=2, lease=1)
+    clock.advance(2)
+    assert q.reap_expired() == 2
+    assert close_to(q.get(slow).run_at, clock() + dt.timedelta(seconds=500))
+    assert close_to(q.get(plain).run_at, clock() + dt.timedelta(seconds=7))
+    # An explicit policy replaces the default, not a type's own.
+    q.enqueue("slow")
+    q.enqueue("plain")
+    clock.advance(1000)
+    for job in q.claim("w", limit=4, lease=1):
+        assert job.attempts in (1, 2)
+    clock.advance(2)
+    assert q.reap_expired(policy=RetryPolicy(base=60, cap=60, jitter=0)) == 4
+    waits = sorted(round((q.get(i).run_at - clock()).total_seconds()) for i in (slow, plain))
+    assert waits == [60, 500]  # attempt 2: slow doubles but is capped at 500
     assert_invariants(url)

@@ -123,6 +123,15 @@ class Dialect:
     def token(self, job: Job) -> Any:
         return job.claim_token
 
+    def policies(self, rows: Sequence[tuple[str | None, float, float, float]]) -> dict[str, Any]:
+        """(job_type or None for the default, base, cap, jitter) rows for the reaper."""
+        return {
+            "policy_types": [r[0] for r in rows],
+            "policy_bases": [r[1] for r in rows],
+            "policy_caps": [r[2] for r in rows],
+            "policy_jitters": [r[3] for r in rows],
+        }
+
     def id_out(self, value: Any) -> uuid.UUID:
         return value  # type: ignore[no-any-return]
 
@@ -179,6 +188,9 @@ class SqliteDialect(Dialect):
 
     def token(self, job: Job) -> Any:
         return job.claim_token.hex if job.claim_token else None
+
+    def policies(self, rows: Sequence[tuple[str | None, float, float, float]]) -> dict[str, Any]:
+        return {"policies": json.dumps([list(r) for r in rows])}
 
     def id_out(self, value: Any) -> uuid.UUID:
         return uuid.UUID(value)

@@ -146,13 +146,19 @@ JOB_CANCEL_HELD: Final[LiteralString] = (
 )
 
 JOB_REAP_EXPIRED: Final[LiteralString] = (
-    # Running jobs whose lease ran out: retryable with backoff, or dead when spent.
+    # Running jobs whose lease ran out: retryable with their type's backoff (the
+    # policy with a NULL type is the default), or dead when spent.
     "UPDATE jobvisor_jobs SET"
     " status = CASE WHEN attempts >= max_attempts THEN 'dead' ELSE 'retryable' END,"
     " run_at = CASE WHEN attempts >= max_attempts THEN run_at"
-    "   ELSE coalesce(%(now)s::timestamptz, now()) + least(%(cap)s::float8,"
-    "   %(base)s::float8 * power(2::float8, least(greatest(attempts - 1, 0), 62)))"
-    "   * (1 - %(jitter)s::float8 * random()) * interval '1 second' END,"
+    "   ELSE coalesce(%(now)s::timestamptz, now()) + (SELECT least(p.cap, p.base"
+    "     * power(2::float8, least(greatest(jobvisor_jobs.attempts - 1, 0), 62)))"
+    "     * (1 - p.jitter * random())"
+    "     FROM unnest(%(policy_types)s::text[], %(policy_bases)s::float8[],"
+    "       %(policy_caps)s::float8[], %(policy_jitters)s::float8[])"
+    "       AS p(job_type, base, cap, jitter)"
+    "     WHERE p.job_type = jobvisor_jobs.job_type OR p.job_type IS NULL"
+    "     ORDER BY p.job_type IS NULL LIMIT 1) * interval '1 second' END,"
     " finished_at = CASE WHEN attempts >= max_attempts"
     "   THEN coalesce(%(now)s::timestamptz, now()) END,"
     " last_error = 'lease expired on worker ' || worker_id,"

@@ -148,13 +148,19 @@ JOB_CANCEL_HELD: Final[LiteralString] = (
 )
 
 JOB_REAP_EXPIRED: Final[LiteralString] = (
-    # Running jobs whose lease ran out: retryable with backoff, or dead when spent.
+    # Running jobs whose lease ran out: retryable with their type's backoff (the
+    # policy with a null type is the default), or dead when spent.
     "UPDATE jobvisor_jobs SET"
     " status = CASE WHEN attempts >= max_attempts THEN 'dead' ELSE 'retryable' END,"
     " run_at = CASE WHEN attempts >= max_attempts THEN run_at"
-    "   ELSE coalesce(:now, (julianday('now') - 2440587.5) * 86400.0)"
-    "   + min(:cap, :base * (1 << min(max(attempts - 1, 0), 62)))"
-    "   * (1 - :jitter * (abs(random()) / 9223372036854775808.0)) END,"
+    "   ELSE coalesce(:now, (julianday('now') - 2440587.5) * 86400.0) + (SELECT"
+    "     min(p.cap, p.base * (1 << min(max(jobvisor_jobs.attempts - 1, 0), 62)))"
+    "     * (1 - p.jitter * (abs(random()) / 9223372036854775808.0))"
+    "     FROM (SELECT json_extract(value, '$[0]') AS job_type,"
+    "       json_extract(value, '$[1]') AS base, json_extract(value, '$[2]') AS cap,"
+    "       json_extract(value, '$[3]') AS jitter FROM json_each(:policies)) AS p"
+    "     WHERE p.job_type = jobvisor_jobs.job_type OR p.job_type IS NULL"
+    "     ORDER BY p.job_type IS NULL LIMIT 1) END,"
     " finished_at = CASE WHEN attempts >= max_attempts"
     "   THEN coalesce(:now, (julianday('now') - 2440587.5) * 86400.0) END,"
     " last_error = 'lease expired on worker ' || worker_id,"
