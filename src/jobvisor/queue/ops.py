@@ -472,11 +472,16 @@ def cancel_held(ctx: Ctx, job: Job, reason: str = "cancelled by its handler") ->
 
 def reap_expired(ctx: Ctx, *, policy: RetryPolicy | None = None) -> Plan[int]:
     """Take back every running job whose lease has expired: `retryable` with
-    backoff (the attempt stays counted), or `dead` when its attempts are spent.
-    One statement guarded by the lease, so a job renewed or completed in between
-    is never touched. Returns how many were taken back."""
-    p = policy or ctx.default_retry
-    params = {"now": ctx.now(), "base": p.base, "cap": p.cap, "jitter": p.jitter}
+    its job type's backoff (the attempt stays counted), or `dead` when its
+    attempts are spent. One statement guarded by the lease, so a job renewed or
+    completed in between is never touched. `policy` replaces the queue's
+    default backoff for types without their own. Returns how many were taken back."""
+    default = policy or ctx.default_retry
+    rows: list[tuple[str | None, float, float, float]] = [
+        (job_type, p.base, p.cap, p.jitter) for job_type, p in sorted(ctx.retry.items())
+    ]
+    rows.append((None, default.base, default.cap, default.jitter))
+    params = {"now": ctx.now(), **ctx.dialect.policies(rows)}
     sql = ctx.dialect.sql.JOB_REAP_EXPIRED
 
     def steps() -> Steps[int]:
