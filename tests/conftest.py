@@ -5,6 +5,10 @@ PostgreSQL is found in this order: `JOBVISOR_TEST_PG_URL`; the local server at
 `postgresql://postgres@127.0.0.1:5432/postgres`; a throwaway cluster started for
 the session when the server binaries (`initdb`, `pg_ctl`) exist. Without any of
 them the PostgreSQL tests are skipped with the reason, and the SQLite ones run.
+
+`tests` is a package (and so is each folder under it): otherwise pytest puts
+`tests/` itself on sys.path and `tests/queue` shadows the standard library's
+`queue`, which psycopg imports.
 """
 
 from __future__ import annotations
