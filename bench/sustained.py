@@ -77,6 +77,7 @@ RESULTS = ROOT / "bench" / "results"
 PLOT_VENV = RESULTS / ".venv-plot"
 JOB = {"job_type": "sustained"}
 WARM_JOBS = 8
+FOREIGN_XACT_S = 10.0  # another session's transaction older than this taints a sample
 
 SAMPLE_SQL = (
     "SELECT pg_total_relation_size('jobvisor_jobs'), pg_relation_size('jobvisor_jobs'),"
@@ -85,7 +86,13 @@ SAMPLE_SQL = (
     " (SELECT extract(epoch FROM now() - run_at) FROM jobvisor_jobs"
     "   WHERE status IN ('pending', 'retryable') AND run_at <= now()"
     "   ORDER BY priority DESC, run_at, id LIMIT 1),"
-    " pg_relation_size('jobvisor_jobs_claim_idx')"
+    " pg_relation_size('jobvisor_jobs_claim_idx'),"
+    # Snapshots carry the oldest running transaction id of the whole cluster as
+    # their xmin, so another database's long transaction holds vacuum back here
+    # too while this database is busy: watch for those (not our holder).
+    " (SELECT coalesce(max(extract(epoch FROM now() - a.xact_start)), 0)"
+    "   FROM pg_stat_activity a WHERE (a.backend_xid IS NOT NULL OR a.backend_xmin IS NOT NULL)"
+    "   AND a.application_name <> 'jobvisor-sustained-holder')"
     " FROM pg_stat_user_tables s WHERE s.relname = 'jobvisor_jobs'"
 )
 
@@ -108,7 +115,7 @@ COLUMNS = [
     "t_s", "phase", "holder_open", "enqueued_per_s", "completed_per_s", "pending",
     "oldest_pending_s", "latency_p50_ms", "latency_p99_ms", "latency_max_ms",
     "head_probe_ms", "head_probe_pages", "total_bytes", "heap_bytes", "claim_idx_bytes",
-    "n_live_tup", "n_dead_tup", "vacuums",
+    "n_live_tup", "n_dead_tup", "vacuums", "others_oldest_xact_s",
 ]  # fmt: skip
 
 
@@ -397,6 +404,15 @@ def summarize(rows: list[dict[str, str]]) -> list[str]:
             f" / {max(num(r, 'head_probe_pages') for r in part):,.0f} pages;"
             f" size at end {num(part[-1], 'total_bytes') / 2**20:.1f} MiB"
         )
+    foreign = [r for r in rows if r["holder_open"] == "0"
+               and num(r, "others_oldest_xact_s") > FOREIGN_XACT_S]  # fmt: skip
+    if foreign:
+        lines.append(
+            f"  WARNING: in {len(foreign)} samples outside the held window another session's"
+            f" transaction was over {FOREIGN_XACT_S:g}s old (up to"
+            f" {max(num(r, 'others_oldest_xact_s') for r in foreign):,.0f}s): it held vacuum back"
+            " too; those phases are not clean"
+        )
     sizes = [num(r, "total_bytes") for r in rows]
     before = [r for r in rows if r["phase"] == "before"]
     held = [r for r in rows if r["phase"] == "held"]
@@ -553,7 +569,7 @@ def main() -> None:
                     "total_bytes": str(stats[0]), "heap_bytes": str(stats[1]),
                     "claim_idx_bytes": str(stats[7]),
                     "n_live_tup": str(stats[2]), "n_dead_tup": str(stats[3]),
-                    "vacuums": str(stats[4]),
+                    "vacuums": str(stats[4]), "others_oldest_xact_s": f"{float(stats[8]):.0f}",
                 }  # fmt: skip
                 writer.writerow(row)
                 f.flush()
@@ -562,7 +578,8 @@ def main() -> None:
                       f" out {row['completed_per_s']:>5}/s pending {row['pending']:>7}"
                       f" p99 {row['latency_p99_ms'] or '-':>8} ms probe {probe_ms:6.2f} ms"
                       f" size {stats[0] / 2**20:7.1f} MiB dead {stats[3]:>9,}"
-                      f" vacuums {stats[4]}", flush=True)  # fmt: skip
+                      f" vacuums {stats[4]} others' oldest xact {float(stats[8]):.0f}s",
+                      flush=True)  # fmt: skip
                 last_t, last_sent = now, sent
                 if elapsed >= args.duration:
                     break

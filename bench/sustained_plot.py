@@ -63,7 +63,15 @@ def plot(csv_path: Path, png_path: Path, title: str) -> None:
     pending.set_ylabel("pending jobs")
     flow.set_xlabel("seconds")
 
+    # Samples where some other session of the cluster had a transaction open for
+    # over 10 s: that too holds vacuum back in a busy database.
+    others = [float(r.get("others_oldest_xact_s") or 0) for r in rows]
+    foreign = [i for i, age in enumerate(others) if age > 10]
     for ax in axes:
+        for n, i in enumerate(foreign):
+            label = "another session's transaction > 10 s" if n == 0 else None
+            ax.axvspan(t[max(i - 1, 0)], t[i], color="tab:gray", alpha=0.2, linewidth=0,
+                       label=label)  # fmt: skip
         if held:
             ax.axvspan(min(held), max(held), color="tab:orange", alpha=0.15,
                        label="transaction open")  # fmt: skip
