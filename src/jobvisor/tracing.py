@@ -15,11 +15,11 @@ trace. Two hooks do it:
   | …)` before it leaves, and an exception escaping the block marks the span
   as an error.
 
-Where the carrier lives: the job row has no column for it yet. The intended
-home is a nullable JSON `meta` column (a queue migration), which `enqueue`
-fills with `{"trace": inject()}` and the worker reads back for `job_span`;
-the payload stays the caller's own. Until then both hooks work on their own
-and are tested as such.
+Where the carrier lives: the job row's nullable JSON `meta` column
+(migration 0002). `enqueue` and `enqueue_many` store `{"trace": inject()}`
+there when a span is active, so the payload stays the caller's own; the
+worker reads it back with `carrier_of(job)` and runs each execution inside
+`job_span`.
 
 Without the extra nothing changes: `opentelemetry` is imported on first use
 only, `inject()` returns None and `job_span` yields a span that does nothing.
@@ -33,8 +33,6 @@ import functools
 import importlib.util
 from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any, Protocol
-
-from . import __version__
 
 if TYPE_CHECKING:
     from .queue.model import Job
@@ -69,6 +67,16 @@ def inject() -> dict[str, str] | None:
     return carrier or None
 
 
+def carrier_of(job: Job) -> dict[str, str] | None:
+    """The trace carrier recorded with `job` at enqueue, or None. Only string
+    headers are kept: `meta` is a column anyone with SQL access can write."""
+    found = job.meta.get("trace") if isinstance(job.meta, dict) else None
+    if not isinstance(found, dict):
+        return None
+    headers = {k: v for k, v in found.items() if isinstance(k, str) and isinstance(v, str)}
+    return headers or None
+
+
 class JobSpan(Protocol):
     def set_outcome(self, outcome: str, *, error: str | None = None) -> None: ...
 
@@ -101,6 +109,8 @@ def job_span(
         yield _NoSpan()
         return
     from opentelemetry import propagate, trace  # noqa: PLC0415 - optional extra
+
+    from . import __version__  # noqa: PLC0415 - the queue imports this module while jobvisor loads
 
     parent = propagate.extract(dict(carrier)) if carrier else None
     links = []

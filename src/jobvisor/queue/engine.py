@@ -138,10 +138,14 @@ class Dialect:
     def time_out(self, value: Any) -> dt.datetime:
         return value  # type: ignore[no-any-return]
 
+    def meta(self, value: dict[str, Any] | None) -> str | None:
+        """A job's `meta` as JSON text (both engines take text for it), or None."""
+        return None if value is None else json.dumps(value, separators=(",", ":"))
+
     def copy_row(self, job: NewJob, run_at: Any, now: Any) -> tuple[Any, ...]:
         return (
             job.id, job.queue, job.job_type, job.payload_json, job.priority, run_at,
-            job.max_attempts, job.dedupe_key, job.correlation_id, now,
+            job.max_attempts, job.dedupe_key, job.correlation_id, now, self.meta(job.meta),
         )  # fmt: skip
 
     def add_seconds(self, when: Any, seconds: float) -> Any:
@@ -154,6 +158,7 @@ class Dialect:
         return Job(
             row[0], row[1], row[2], row[3], row[4], row[5], _STATUS[row[6]], row[7], row[8],
             row[9], row[10], row[11], row[12], row[13], row[14], row[15], row[16], row[17],
+            row[18],
         )  # fmt: skip
 
 
@@ -167,7 +172,7 @@ def _from_epoch(value: float | None) -> dt.datetime | None:
 
 class SqliteDialect(Dialect):
     """SQLite stores ids as text, claim tokens as 32 hex digits, times as Unix
-    epoch seconds, payloads as JSON text, and receives lists as JSON."""
+    epoch seconds, payloads and meta as JSON text, and receives lists as JSON."""
 
     name = "sqlite"
     sql: SqlSet = sql_sqlite
@@ -204,7 +209,7 @@ class SqliteDialect(Dialect):
     def copy_row(self, job: NewJob, run_at: Any, now: Any) -> tuple[Any, ...]:
         return (
             str(job.id), job.queue, job.job_type, job.payload_json, job.priority, run_at,
-            job.max_attempts, job.dedupe_key, job.correlation_id, now,
+            job.max_attempts, job.dedupe_key, job.correlation_id, now, self.meta(job.meta),
         )  # fmt: skip
 
     def job(self, row: Sequence[Any]) -> Job:
@@ -214,6 +219,7 @@ class SqliteDialect(Dialect):
             row[9], row[10], row[11], _from_epoch(row[12]),
             uuid.UUID(hex=row[13]) if row[13] else None, row[14],
             dt.datetime.fromtimestamp(row[15], UTC), _from_epoch(row[16]), _from_epoch(row[17]),
+            json.loads(row[18]) if row[18] is not None else None,
         )  # fmt: skip
 
 

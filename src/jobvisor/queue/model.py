@@ -42,7 +42,9 @@ TERMINAL = frozenset({JobStatus.COMPLETED, JobStatus.DEAD, JobStatus.CANCELLED})
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class Job:
-    """A job as read from the database. `claim_token` is set while it runs."""
+    """A job as read from the database. `claim_token` is set while it runs.
+    `meta` is jobvisor's own data about the job, apart from the payload: the
+    enqueuer's trace context under "trace" (see `jobvisor.tracing`), or None."""
 
     id: uuid.UUID
     queue: str
@@ -62,6 +64,7 @@ class Job:
     created_at: dt.datetime
     started_at: dt.datetime | None
     finished_at: dt.datetime | None
+    meta: dict[str, Any] | None = None
 
     @property
     def attempts_left(self) -> int:
@@ -126,7 +129,8 @@ def new_job_id() -> uuid.UUID:
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class NewJob:
-    """A validated enqueue request. Construct through `NewJob.build`."""
+    """A validated enqueue request. Construct through `NewJob.build`; the
+    enqueue operations add `meta` (the trace context) themselves."""
 
     id: uuid.UUID
     job_type: str
@@ -138,6 +142,7 @@ class NewJob:
     max_attempts: int
     dedupe_key: str | None
     correlation_id: str | None
+    meta: dict[str, Any] | None = None
 
     @classmethod
     def build(

@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from importlib import resources
 from typing import Any
 
+from .. import tracing
 from .correlation import current_correlation_id, new_correlation_id
 from .engine import COMMIT, Dialect, Plan, Steps, Stmt
 from .errors import InvalidArgument, JobNotFound, LeaseLost, MissingCorrelationId
@@ -109,6 +110,19 @@ def _with_correlation(ctx: Ctx, job: NewJob) -> NewJob:
     return dataclasses.replace(job, correlation_id=correlation_id)
 
 
+def _trace_meta() -> dict[str, Any] | None:
+    """`{"trace": carrier}` when a span is active (the `otel` extra is
+    installed: `tracing` checks that once per process), else None."""
+    carrier = tracing.inject()
+    return {"trace": carrier} if carrier else None
+
+
+def _with_meta(job: NewJob, meta: dict[str, Any] | None) -> NewJob:
+    if meta is None or job.meta is not None:
+        return job
+    return dataclasses.replace(job, meta=meta)
+
+
 # --- schema -------------------------------------------------------------------
 
 
@@ -176,6 +190,7 @@ def _insert_one(ctx: Ctx, job: NewJob) -> Steps[uuid.UUID]:
         "max_attempts": job.max_attempts,
         "dedupe_key": job.dedupe_key,
         "correlation_id": job.correlation_id,
+        "meta": d.meta(job.meta),
         "now": ctx.now(),
     }
     while True:
@@ -210,6 +225,8 @@ def enqueue(
 
     The correlation id defaults to the context's (see `correlation_scope`),
     else a new one; a queue with `require_correlation_id` refuses to invent one.
+    With the `otel` extra and a span active, the trace context is recorded in
+    the job's `meta`, and the job's execution joins that trace.
     """
     job = _with_correlation(
         ctx,
@@ -218,6 +235,7 @@ def enqueue(
             max_attempts=max_attempts, dedupe_key=dedupe_key, correlation_id=correlation_id,
         ),
     )  # fmt: skip
+    job = _with_meta(job, _trace_meta())
     d = ctx.dialect
 
     def steps() -> Steps[uuid.UUID]:
@@ -238,7 +256,9 @@ def enqueue_many(
     (`{"job_type": "send_email", "payload": {...}, "priority": 5}`). Every item
     is checked before anything is written. Without dedupe keys the rows go in
     by COPY on PostgreSQL (executemany on SQLite); with them, row by row.
+    Every job records the same trace context, as in `enqueue`.
     """
+    meta = _trace_meta()
     built: list[NewJob] = []
     for index, item in enumerate(jobs):
         if isinstance(item, NewJob):
@@ -254,7 +274,7 @@ def enqueue_many(
             raise InvalidArgument(
                 f"jobs[{index}]={item!r}: expected a mapping of enqueue arguments"
             )
-        built.append(_with_correlation(ctx, job))
+        built.append(_with_meta(_with_correlation(ctx, job), meta))
     d = ctx.dialect
 
     def steps() -> Steps[list[uuid.UUID]]:

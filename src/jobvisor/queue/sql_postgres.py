@@ -35,18 +35,18 @@ CLOCK_NOW: Final[LiteralString] = (
 JOB_COLUMNS_COPY: Final[LiteralString] = (
     # Bulk insert; rows carry every column JOB_INSERT sets.
     "COPY jobvisor_jobs (id, queue, job_type, payload, priority, run_at, max_attempts,"
-    " dedupe_key, correlation_id, created_at) FROM STDIN"
+    " dedupe_key, correlation_id, created_at, meta) FROM STDIN"
 )
 
 JOB_INSERT: Final[LiteralString] = (
     # Insert one job unless a live job has its dedupe key; returns the new id or nothing.
     "INSERT INTO jobvisor_jobs (id, queue, job_type, payload, priority, run_at,"
-    " max_attempts, dedupe_key, correlation_id, created_at)"
+    " max_attempts, dedupe_key, correlation_id, created_at, meta)"
     " VALUES (%(id)s, %(queue)s, %(job_type)s, %(payload)s::jsonb, %(priority)s,"
     " coalesce(%(run_at)s::timestamptz, coalesce(%(now)s::timestamptz, now())"
     "   + coalesce(%(delay)s::float8, 0) * interval '1 second'),"
     " %(max_attempts)s, %(dedupe_key)s, %(correlation_id)s,"
-    " coalesce(%(now)s::timestamptz, now()))"
+    " coalesce(%(now)s::timestamptz, now()), %(meta)s::jsonb)"
     " ON CONFLICT (dedupe_key) WHERE dedupe_key IS NOT NULL"
     "   AND status IN ('pending', 'running', 'retryable') DO NOTHING"
     " RETURNING id"
@@ -82,7 +82,7 @@ JOB_CLAIM: Final[LiteralString] = (
     " RETURNING j.id, j.queue, j.job_type, j.payload, j.priority, j.run_at, j.status,"
     " j.attempts, j.max_attempts, j.last_error, j.correlation_id, j.dedupe_key,"
     " j.lease_expires_at, j.claim_token, j.worker_id, j.created_at, j.started_at,"
-    " j.finished_at"
+    " j.finished_at, j.meta"
 )
 
 JOB_RENEW_MANY: Final[LiteralString] = (
@@ -205,14 +205,14 @@ JOB_GET: Final[LiteralString] = (
     # One job by id.
     "SELECT id, queue, job_type, payload, priority, run_at, status, attempts, max_attempts,"
     " last_error, correlation_id, dedupe_key, lease_expires_at, claim_token, worker_id,"
-    " created_at, started_at, finished_at FROM jobvisor_jobs WHERE id = %(id)s"
+    " created_at, started_at, finished_at, meta FROM jobvisor_jobs WHERE id = %(id)s"
 )
 
 JOB_LIST_BY_STATUS: Final[LiteralString] = (
     # Jobs of one status, oldest finished first (then oldest created).
     "SELECT id, queue, job_type, payload, priority, run_at, status, attempts, max_attempts,"
     " last_error, correlation_id, dedupe_key, lease_expires_at, claim_token, worker_id,"
-    " created_at, started_at, finished_at FROM jobvisor_jobs WHERE status = %(status)s"
+    " created_at, started_at, finished_at, meta FROM jobvisor_jobs WHERE status = %(status)s"
     " AND (%(job_type)s::text IS NULL OR job_type = %(job_type)s::text)"
     " ORDER BY finished_at NULLS LAST, id LIMIT %(limit)s"
 )

@@ -35,18 +35,18 @@ CLOCK_NOW: Final[LiteralString] = (
 JOB_COLUMNS_COPY: Final[LiteralString] = (
     # Bulk insert through executemany; rows carry every column JOB_INSERT sets.
     "INSERT INTO jobvisor_jobs (id, queue, job_type, payload, priority, run_at, max_attempts,"
-    " dedupe_key, correlation_id, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+    " dedupe_key, correlation_id, created_at, meta) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 )
 
 JOB_INSERT: Final[LiteralString] = (
     # Insert one job unless a live job has its dedupe key; returns the new id or nothing.
     "INSERT INTO jobvisor_jobs (id, queue, job_type, payload, priority, run_at,"
-    " max_attempts, dedupe_key, correlation_id, created_at)"
+    " max_attempts, dedupe_key, correlation_id, created_at, meta)"
     " VALUES (:id, :queue, :job_type, :payload, :priority,"
     " coalesce(:run_at, coalesce(:now, (julianday('now') - 2440587.5) * 86400.0)"
     "   + coalesce(:delay, 0)),"
     " :max_attempts, :dedupe_key, :correlation_id,"
-    " coalesce(:now, (julianday('now') - 2440587.5) * 86400.0))"
+    " coalesce(:now, (julianday('now') - 2440587.5) * 86400.0), :meta)"
     " ON CONFLICT (dedupe_key) WHERE dedupe_key IS NOT NULL"
     "   AND status IN ('pending', 'running', 'retryable') DO NOTHING"
     " RETURNING id"
@@ -78,7 +78,7 @@ JOB_CLAIM: Final[LiteralString] = (
     " ORDER BY priority DESC, run_at, id LIMIT :limit)"
     " RETURNING id, queue, job_type, payload, priority, run_at, status, attempts,"
     " max_attempts, last_error, correlation_id, dedupe_key, lease_expires_at, claim_token,"
-    " worker_id, created_at, started_at, finished_at"
+    " worker_id, created_at, started_at, finished_at, meta"
 )
 
 JOB_RENEW_MANY: Final[LiteralString] = (
@@ -207,14 +207,14 @@ JOB_GET: Final[LiteralString] = (
     # One job by id.
     "SELECT id, queue, job_type, payload, priority, run_at, status, attempts, max_attempts,"
     " last_error, correlation_id, dedupe_key, lease_expires_at, claim_token, worker_id,"
-    " created_at, started_at, finished_at FROM jobvisor_jobs WHERE id = :id"
+    " created_at, started_at, finished_at, meta FROM jobvisor_jobs WHERE id = :id"
 )
 
 JOB_LIST_BY_STATUS: Final[LiteralString] = (
     # Jobs of one status, oldest finished first (then oldest created).
     "SELECT id, queue, job_type, payload, priority, run_at, status, attempts, max_attempts,"
     " last_error, correlation_id, dedupe_key, lease_expires_at, claim_token, worker_id,"
-    " created_at, started_at, finished_at FROM jobvisor_jobs WHERE status = :status"
+    " created_at, started_at, finished_at, meta FROM jobvisor_jobs WHERE status = :status"
     " AND (:job_type IS NULL OR job_type = :job_type)"
     " ORDER BY finished_at IS NULL, finished_at, id LIMIT :limit"
 )

@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import contextvars
 import os
 import random
@@ -45,6 +46,7 @@ from typing import Any, Final
 
 import psycopg
 
+from .. import tracing
 from ..log import get_logger
 from ..metrics import WorkerMetrics
 from ..queue.api import AsyncQueue, parse_url
@@ -116,6 +118,11 @@ class Worker:
     `queue` should be an `AsyncQueue` opened for this worker only. On
     PostgreSQL the worker also holds one connection of its own that LISTENs
     for new jobs. `channel` is the pipe to the supervisor (a no-op standalone).
+
+    With the `otel` extra installed, each execution runs in a span that joins
+    the trace recorded at enqueue (see `jobvisor.tracing`), through
+    `tracer_provider` or else the global one; without it, nothing is traced
+    and nothing is imported.
     """
 
     def __init__(
@@ -131,6 +138,7 @@ class Worker:
         shutdown_timeout: float = 30.0,
         channel: ControlChannel | None = None,
         watch_parent: bool | None = None,
+        tracer_provider: Any = None,
     ) -> None:
         self.queue = queue
         self.registry = registry
@@ -148,6 +156,8 @@ class Worker:
         watch = self.channel.fd is not None if watch_parent is None else watch_parent
         self._parent_pid = os.getppid() if watch else None
         self.metrics = WorkerMetrics()
+        self._tracing = tracing.available()  # decided once: no per-job cost without the extra
+        self._tracer_provider = tracer_provider
 
         self._running: dict[uuid.UUID, _Running] = {}
         self._held: dict[uuid.UUID, Job] = {}  # claimed and not yet settled in the database
@@ -319,14 +329,51 @@ class Worker:
         self._held[job.id] = job
         handler = self.registry.get(job.job_type)
         if handler is None:
-            self._writes.append(("fail", job, self.registry.unknown_type_error(job.job_type)))
+            write: _Write = ("fail", job, self.registry.unknown_type_error(job.job_type))
+            if self._tracing:  # an execution too, if a short one: the trace shows why
+                name, error = _span_outcome(None, write)
+                with self._span(job) as span:
+                    span.set_outcome(name, error=error)
+            self._writes.append(write)
             self._flush_wanted.set()
             return
         running = _Running(job, handler)
         self._running[job.id] = running
         running.task = asyncio.create_task(self._run_job(running))
 
+    def _span(self, job: Job) -> contextlib.AbstractContextManager[tracing.JobSpan]:
+        return tracing.job_span(job, tracing.carrier_of(job), tracer_provider=self._tracer_provider)
+
     async def _run_job(self, running: _Running) -> None:
+        job = running.job
+        if self._tracing:
+            # The span is current while the handler runs (a thread handler
+            # gets a copy of this context), so its own spans are children.
+            with self._span(job) as span:
+                outcome, duration = await self._execute(running)
+                name, error = _span_outcome(running.stop_reason, outcome)
+                span.set_outcome(name, error=error)
+        else:
+            outcome, duration = await self._execute(running)
+        self._ran[job.id] = duration
+        if running.stop_reason == "lease_lost":
+            self._settle_lost(job)
+            return
+        if outcome is None:
+            self._released.append(job)
+            if self._debug:
+                log.debug("job.interrupted", **self._fields(job), duration=round(duration, 6))
+        elif outcome[0] == "complete":
+            self._completed.append(job)
+            if self._debug:
+                log.debug("job.completed", **self._fields(job), duration=round(duration, 6))
+        else:
+            self._writes.append(outcome)
+        self._flush_wanted.set()
+
+    async def _execute(self, running: _Running) -> tuple[_Write | None, float]:
+        """Run the handler under the job's correlation id and timeout. Returns
+        the outcome to write (None when we stopped it) and the run time."""
         job, handler = running.job, running.handler
         correlation_id_var.set(job.correlation_id)  # this task's own context
         hard = handler.hard_timeout
@@ -364,21 +411,7 @@ class Worker:
             self._slot_free.set()
             if hard is not None:
                 self.channel.send({"t": "end", "id": str(job.id)})
-        self._ran[job.id] = duration
-        if running.stop_reason == "lease_lost":
-            self._settle_lost(job)
-            return
-        if outcome is None:
-            self._released.append(job)
-            if self._debug:
-                log.debug("job.interrupted", **self._fields(job), duration=round(duration, 6))
-        elif outcome[0] == "complete":
-            self._completed.append(job)
-            if self._debug:
-                log.debug("job.completed", **self._fields(job), duration=round(duration, 6))
-        else:
-            self._writes.append(outcome)
-        self._flush_wanted.set()
+        return outcome, duration
 
     async def _call(self, handler: Handler, context: JobContext) -> None:
         if handler.is_async:
@@ -585,6 +618,23 @@ class Worker:
             "correlation_id": job.correlation_id,
             "worker_id": self.worker_id,
         }
+
+
+def _span_outcome(stop_reason: str | None, outcome: _Write | None) -> tuple[str, str | None]:
+    """(outcome, error) for an execution's span, as the execution decided it:
+    the metrics' names, with "dead" for a failure that spent the last attempt
+    (the same test the database's fail applies)."""
+    if stop_reason == "lease_lost":
+        return "lease_lost", None
+    if outcome is None:
+        return "released", None
+    kind, job, arg = outcome
+    if kind == "complete":
+        return "completed", None
+    if kind == "fail":
+        spent = job.attempts >= job.max_attempts
+        return ("dead" if spent else "failed"), str(arg).split("\n", 1)[0]
+    return ("snoozed" if kind == "snooze" else "cancelled"), None
 
 
 def _one_line(exc: BaseException) -> str:
