@@ -189,7 +189,8 @@ class Supervisor:
     # --- the lifecycle ---------------------------------------------------------
 
     async def run(self) -> int:
-        """Start the workers and supervise them until stopped; the exit code."""
+        """Start the workers and supervise them until stopped; the exit code.
+        It returns with the handled signals ignored (see `_ignore_signals`)."""
         self._loop = loop = asyncio.get_running_loop()
         self._wakeup = asyncio.Event()
         for signum in HANDLED_SIGNALS:
@@ -215,8 +216,7 @@ class Supervisor:
             return code
         finally:
             await self._finish()
-            for signum in HANDLED_SIGNALS:
-                loop.remove_signal_handler(signum)
+            _ignore_signals(loop)
 
     async def _start(self) -> int | None:
         """Migrate, listen, spawn; an exit code if start-up failed or was stopped."""
@@ -846,6 +846,22 @@ class Supervisor:
             "slots": len(self.slots),
             "workers": [w.describe() for w in self.workers.values()],
         }
+
+
+def _ignore_signals(loop: asyncio.AbstractEventLoop) -> None:
+    """Hand the signals back from the loop, ignored. Removing a loop's handler
+    restores the default action, and a SIGTERM arriving then, while the
+    process winds down after a clean stop (a storm of them, an impatient
+    operator), would kill it and turn exit code 0 into death by SIGTERM (or
+    SIGINT into a KeyboardInterrupt). Blocked meanwhile, so none slips through
+    between the two steps; one pending is discarded by SIG_IGN."""
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, HANDLED_SIGNALS)
+    try:
+        for signum in HANDLED_SIGNALS:
+            loop.remove_signal_handler(signum)
+            signal.signal(signum, signal.SIG_IGN)
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
 
 
 def reload_with_same_flags(config: Config) -> Callable[[], Config]:
