@@ -181,7 +181,7 @@ def latency(enqueue: Callable[[int], None], workers: Workers, path: str, samples
     return {
         "samples": samples,
         "p50_ms": statistics.median(got),
-        "p99_ms": got[min(len(got) - 1, int(round(0.99 * (len(got) - 1))))],
+        "p99_ms": got[min(len(got) - 1, round(0.99 * (len(got) - 1)))],
         "max_ms": got[-1],
     }
 

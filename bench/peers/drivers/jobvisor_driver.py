@@ -44,7 +44,7 @@ def service(args: object, dsn: str, extra_env: dict[str, str]) -> common.Workers
 def main() -> None:
     args = common.parse_args()
     try:
-        import jobvisor
+        import jobvisor  # noqa: PLC0415 (reported as unavailable when missing)
     except ImportError as exc:
         common.fail(f"jobvisor is not importable: {exc}")
     if args.workload == "version":

@@ -1,4 +1,5 @@
-"""pgqueuer's worker factory (`pgq run pgqueuer_app:main`, or run this file): one no-op entrypoint."""
+"""pgqueuer's worker factory (`pgq run pgqueuer_app:main`, or run this file):
+one no-op entrypoint."""
 
 from __future__ import annotations
 

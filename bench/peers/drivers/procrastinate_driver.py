@@ -29,7 +29,7 @@ def main() -> None:
         common.emit({"version": metadata.version("procrastinate"), "concurrency": args.concurrency})
         return
     os.environ["PEER_DSN"] = args.dsn
-    import procrastinate_app
+    import procrastinate_app  # noqa: PLC0415 (reads PEER_DSN at import)
 
     loop = asyncio.new_event_loop()
     app = procrastinate_app.app
