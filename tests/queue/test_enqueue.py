@@ -321,6 +321,15 @@ def test_notify_for_each_plain_enqueue(pg_url: str, listener: psycopg.Connection
         assert _notifications_until_sentinel(listener, pg_url) == ["default", "other"]
 
 
+def test_notify_only_for_jobs_due_now(pg_url: str, listener: psycopg.Connection[Any]) -> None:
+    now = dt.datetime.now(dt.UTC)
+    with jobvisor.connect(pg_url) as q:
+        q.enqueue("n", queue="past", run_at=now - dt.timedelta(minutes=1))
+        q.enqueue("n", queue="future", run_at=now + dt.timedelta(hours=1))
+        q.enqueue("n", queue="delayed", delay=60)
+        assert _notifications_until_sentinel(listener, pg_url) == ["past"]
+
+
 # --- correlation ids ------------------------------------------------------------
 
 

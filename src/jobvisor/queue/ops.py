@@ -240,11 +240,22 @@ def enqueue(
 
     def steps() -> Steps[uuid.UUID]:
         job_id = yield from _insert_one(ctx, job)
-        if d.notifies and job.run_at is None and not job.delay:
+        if d.notifies and _due_now(ctx, job):
             yield Stmt(d.sql.JOB_NOTIFY, {"queue": job.queue}, fetch="all")
         return job_id
 
     return Plan(steps(), conn=conn)
+
+
+def _due_now(ctx: Ctx, job: NewJob) -> bool:
+    """Whether a new job is due at once and so worth waking workers for. The
+    local clock is good enough here: a needless NOTIFY costs an empty claim."""
+    if job.delay:
+        return False
+    if job.run_at is None:
+        return True
+    now = ctx.clock() if ctx.clock is not None else dt.datetime.now(dt.UTC)
+    return job.run_at <= now
 
 
 def enqueue_many(
