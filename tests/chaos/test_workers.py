@@ -50,14 +50,14 @@ def test_repeated_kill_9_of_random_workers_under_load(
     # dead worker's jobs can bring them back in time.
     service = start_service(url, tmp_path, settings(JOBVISOR_WORKERS="3", JOBVISOR_LEASE="300"))
     backlog = Enqueuer(url, batch=300, total=300).start()
-    stream = Enqueuer(url, batch=10, every=0.1, total=1200).start()
+    stream = Enqueuer(url, batch=5, every=0.25).start()
     service.wait_ready()
     rng = random.Random()
     killed: dict[str, int] = {}
 
     for _ in range(KILLS):
-        # Paced by progress, not by the clock: another 40 runs between kills.
-        wait_more_runs(url, 40)
+        # Paced by progress, not by the clock: another 25 runs between kills.
+        wait_more_runs(url, 25)
 
         def victim() -> tuple[str, int] | None:
             pids = service.worker_pids()
@@ -75,6 +75,7 @@ def test_repeated_kill_9_of_random_workers_under_load(
 
     ids = backlog.stop() + stream.stop()
     wait_all_finished(url, len(ids), timeout=180)
+    service.wait_event("worker.spawned", count=3 + KILLS)  # every slot refilled
     assert service.stop() == 0
 
     outcome = assert_chaos_invariants(url, ids, [service])
