@@ -105,12 +105,6 @@ def wait_more_runs(url: str, more: int, *, timeout: float = 120.0) -> None:
     wait_until(lambda: ledger_size(url) >= target, timeout=timeout, what=f"{target} runs")
 
 
-def finished(url: str) -> int:
-    """Jobs in a terminal status."""
-    found = counts(url)
-    return sum(found.get(s, 0) for s in TERMINAL)
-
-
 def wait_all_finished(url: str, expected: int, *, timeout: float = 120.0) -> None:
     """Wait until `expected` jobs exist and every one is terminal."""
 
@@ -206,14 +200,6 @@ class Enqueuer:
         if self.failure is not None:
             raise AssertionError(f"the enqueuer failed: {self.failure!r}") from self.failure
         return list(self.ids)
-
-    def wait_enqueued(self, count: int, timeout: float = 60.0) -> None:
-        def enough() -> bool:
-            if self.failure is not None:
-                raise AssertionError(f"the enqueuer failed: {self.failure!r}")
-            return len(self.ids) >= count
-
-        wait_until(enough, timeout=timeout, what=f"{count} jobs enqueued")
 
     def _jobs(self, tag: str) -> list[dict[str, Any]]:
         return [

@@ -41,19 +41,20 @@ def test_every_session_terminated_again_and_again_under_load(
     backlog = Enqueuer(url, batch=200, total=200).start()
     stream = Enqueuer(url, batch=5, every=0.1, total=600).start()
     service.wait_ready()
-    terminated = 0
+    terminated = []
     for _ in range(TERMINATIONS):
         wait_more_runs(url, 30)
         # The supervisor's, the workers' (pools, LISTEN, ledger) and the
         # enqueuer's sessions: everything but the one that terminates them.
-        terminated += terminate_backends(url)
+        terminated.append(terminate_backends(url))
     ids = backlog.stop() + stream.stop()
     wait_all_finished(url, len(ids), timeout=180)
     assert service.stop() == 0
 
     outcome = assert_chaos_invariants(url, ids, [service])
-    print(f"{TERMINATIONS} rounds, {terminated} sessions terminated: {outcome}")
-    assert terminated >= TERMINATIONS * 4
+    print(f"sessions terminated in each round {terminated}, enqueues retried "
+          f"{backlog.retries + stream.retries}: {outcome}")  # fmt: skip
+    assert all(terminated)  # the jobs run since the last round left sessions to end
     assert outcome.statuses == {"completed": len(ids)}
     # Recovered by reconnecting: no worker died or was replaced.
     assert len(service.events("worker.spawned")) == 2
