@@ -303,7 +303,11 @@ class StandInAutovacuum:
 def horizon_holder(url: str) -> Iterator[int]:
     """A session idle in a transaction that has a transaction id: the xmin
     horizon of its database cannot pass it while it is open."""
-    with psycopg.connect(url, application_name="jobvisor-sustained-holder") as conn:
+    with psycopg.connect(url, application_name="jobvisor-sustained-holder",
+                         autocommit=True) as conn:  # fmt: skip
+        # The holder is the experiment: a server-wide timeout must not end it early.
+        conn.execute("SET idle_in_transaction_session_timeout = 0")
+        conn.autocommit = False
         row = conn.execute("SELECT txid_current()").fetchone()  # opens the transaction
         try:
             yield int(row[0]) if row else 0
@@ -502,13 +506,15 @@ def main() -> None:
         vacuum = "server" if settings["autovacuum"] == "on" else "bench"
     naptime = args.naptime or float(settings["autovacuum_naptime"])
     say(f"PostgreSQL {settings['server_version']}, autovacuum={settings['autovacuum']}"
-        f" (naptime {settings['autovacuum_naptime']}s); vacuum of the jobs table: {vacuum}"
+        f" (naptime {settings['autovacuum_naptime']}s), idle_in_transaction_session_timeout="
+        f"{settings['idle_in_transaction_session_timeout']}ms; vacuum of the jobs table: {vacuum}"
         + (f" (stand-in every {naptime:g}s)" if vacuum == "bench" else ""))  # fmt: skip
 
     tmp = tempfile.mkdtemp(prefix="jobvisor-sustained-")
     sink = LatencySink(os.path.join(tmp, "latency.sock"))
     supervisor = start_supervisor(url, args, sink, base.with_suffix(".log"))
     enqueuers: list[PacedEnqueuer] = []
+    holder: contextlib.ExitStack | None = None
     stand_in = StandInAutovacuum(url, naptime)
     rows: list[dict[str, str]] = []
     try:
@@ -537,7 +543,6 @@ def main() -> None:
                      for i in range(args.enqueuers)]  # fmt: skip
         if vacuum == "bench":
             stand_in.start(t0)
-        holder: contextlib.ExitStack | None = None
         last_t, last_sent = t0, 0
         next_sample = t0 + args.sample_interval
         with csv_path.open("w", newline="") as f:
@@ -592,10 +597,10 @@ def main() -> None:
                 last_t, last_sent = now, sent
                 if elapsed >= args.duration:
                     break
-        if holder is not None:
-            holder.close()
         sampler.close()
     finally:
+        if holder is not None:
+            holder.close()
         for e in enqueuers:
             e.stop()
         stand_in.stop()
