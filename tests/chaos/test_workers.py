@@ -50,7 +50,7 @@ def test_repeated_kill_9_of_random_workers_under_load(
     # dead worker's jobs can bring them back in time.
     service = start_service(url, tmp_path, settings(JOBVISOR_WORKERS="3", JOBVISOR_LEASE="300"))
     backlog = Enqueuer(url, batch=300, total=300).start()
-    stream = Enqueuer(url, batch=5, every=0.25).start()
+    stream = Enqueuer(url, batch=2, every=0.2).start()
     service.wait_ready()
     rng = random.Random()
     killed: dict[str, int] = {}
