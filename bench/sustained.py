@@ -20,13 +20,18 @@ holds back vacuum, and watch the jobs table's size, dead tuples and latency.
    the duration) a separate session of the same database sits idle in
    `BEGIN; SELECT txid_current();`. Its transaction id holds back the xmin
    horizon: no row version deleted or updated after it began may be removed
-   by vacuum, in any table of that database, until it ends.
+   by vacuum, in any table of that database, until it ends. (A long
+   transaction in another database of the server does the same to a busy
+   database, through the xmin of every snapshot taken there; the CSV
+   records the oldest one, and the summary warns when it taints a phase.)
 
 Every `--sample-interval` seconds a row goes to the CSV: the jobs table's
-size (`pg_total_relation_size`, and the heap alone), `n_live_tup` and
-`n_dead_tup`, how many vacuums it has had, the pending jobs and the age of
-the oldest, the enqueue and completion rates in the interval, and the claim
-latency's p50/p99/max over the jobs that started in it. Claim latency is
+size (`pg_total_relation_size`, the heap alone, the claim index),
+`n_live_tup` and `n_dead_tup`, how many vacuums it has had, the pending jobs
+and the age of the oldest, the enqueue and completion rates in the interval,
+the claim latency's p50/p99/max over the jobs that started in it, and the
+claim's head search (its WHERE and ORDER BY under EXPLAIN ANALYZE: server
+time and pages touched, whatever the backlog). Claim latency is
 `started_at - created_at` on the database clock (enqueue transaction to
 claim), reported by the handler itself (see `bench/sustained_app.py`).
 
