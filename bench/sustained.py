@@ -502,7 +502,7 @@ def main() -> None:
     queue = jobvisor.connect(url)
     queue.migrate()
     with psycopg.connect(url, autocommit=True) as conn:
-        settings = dict(conn.execute(
+        settings: dict[str, str] = dict(conn.execute(
             "SELECT name, setting FROM pg_settings WHERE name IN ('autovacuum',"
             " 'autovacuum_naptime', 'server_version', 'idle_in_transaction_session_timeout')"
         ).fetchall())  # fmt: skip
