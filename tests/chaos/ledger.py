@@ -27,9 +27,11 @@ at-least-once delivery:
    died or was killed (`worker.exited` not with exit code 0, `worker.killed`),
    it lost its lease on that job (`job.lease_lost`), its drain was cut short
    (`worker.releasing`: the running jobs were released), or it left outcomes
-   unwritten (`worker.unwritten`). A run with none of these, such as a
-   completion that was acknowledged but did not stick, or a job claimed
-   twice at once, fails the check.
+   unwritten (`worker.unwritten`). Of these only a release gives the
+   attempt back, so a run with the same attempt as the run that completed
+   its job must have been released by a drain. A run with no explanation
+   (a completion that was acknowledged and then undone, a job run again
+   though its claim was never taken back) fails the check.
 """
 
 from __future__ import annotations
@@ -282,8 +284,13 @@ class Disturbances:
             }
         return found
 
-    def explains(self, worker_id: str, job_id: str) -> str | None:
-        """Why a run of `job_id` on `worker_id` may have been cut short, or None."""
+    def explains(self, worker_id: str, job_id: str, *, given_back: bool) -> str | None:
+        """Why a run of `job_id` on `worker_id` may have been cut short, or None.
+        `given_back`: a later claim had the same attempt number, so this one
+        was released (only a release gives its attempt back; a reap or the
+        requeue of a dead worker's jobs count it)."""
+        if given_back:
+            return "its worker's drain released it" if worker_id in self.drained else None
         if worker_id in self.died:
             return "its worker died"
         if (worker_id, job_id) in self.lease_lost:
@@ -391,7 +398,8 @@ def assert_chaos_invariants(
         if is_last and job_key not in completing:
             completing.add(job_key)  # the completing run (a second look-alike is not)
             continue
-        why = disturbances.explains(str(worker_id), job_key)
+        given_back = row[1] == "completed" and attempt == row[2]
+        why = disturbances.explains(str(worker_id), job_key, given_back=given_back)
         if why is None:
             unexplained.append((job_key, worker_id, attempt, row[1], row[2], row[5]))
         else:

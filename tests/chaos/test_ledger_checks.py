@@ -131,10 +131,28 @@ def test_damage_is_caught(
         assert_chaos_invariants(url, enqueued, [])
 
 
+def test_a_lost_lease_explains_no_rerun_under_the_same_attempt(
+    finished: tuple[str, list[uuid.UUID]], tmp_path: Path
+) -> None:
+    """A lease is lost to a reap or a requeue, which count the attempt: a run
+    with the completing run's attempt was not cut short that way."""
+    url, ids = finished
+    run_one_twice(url, ids)
+    service = Service(url, tmp_path)  # never started: only its log is read
+    event = {"event": "job.lease_lost", "worker_id": "w-b", "job_id": str(ids[0])}
+    service.log_path.write_text(json.dumps(event) + "\n")
+    with pytest.raises(AssertionError, match="runs that nothing cut short"):
+        assert_chaos_invariants(url, ids, [service])
+
+
 def test_a_second_run_is_allowed_where_the_log_says_its_lease_was_lost(
     finished: tuple[str, list[uuid.UUID]], tmp_path: Path
 ) -> None:
     url, ids = finished
+    # The first run on w-b lost its lease; the job was claimed again (attempt
+    # 2) by w-a, which completed it.
+    execute(url, "UPDATE jobvisor_jobs SET attempts = 2 WHERE id = %s", (ids[0],))
+    execute(url, "UPDATE chaos_ledger SET attempt = 2 WHERE job_id = %s", (ids[0],))
     run_one_twice(url, ids)
     service = Service(url, tmp_path)  # never started: only its log is read
     event = {"event": "job.lease_lost", "worker_id": "w-b", "job_id": str(ids[0])}
