@@ -40,9 +40,9 @@ def children_states(pid: int) -> dict[int, str]:
 
 class Storm:
     """Sends signals to the parent, `BURST` at a time, until it has exited;
-    between bursts it records the parent's children. Only this loop waits
-    for the exit (it stops when the parent is a zombie; nothing reaps it
-    meanwhile), so no signal can reach a recycled pid."""
+    between bursts it records the parent's children. The signals go through
+    `Popen.send_signal`, which collects an exit first and then sends nothing,
+    so none can reach a recycled pid."""
 
     def __init__(self, service: Service) -> None:
         self.service = service

@@ -60,10 +60,11 @@ def test_repeated_kill_9_of_random_workers_under_load(
         wait_more_runs(url, 25)
 
         def victim() -> tuple[str, int] | None:
-            pids = service.worker_pids()
+            pids = service.worker_pids()  # worker id -> pid, from the log
+            children = service.live_workers()  # from /proc: live children of the supervisor
             candidates = sorted(
                 (w, pids[w]) for w in busy_workers(url) - set(killed)
-                if w in pids and is_alive(pids[w])
+                if w in pids and pids[w] in children
             )  # fmt: skip
             return rng.choice(candidates) if candidates else None
 
