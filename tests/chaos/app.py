@@ -91,10 +91,13 @@ _ledger = _Ledger()
 @registry.handler("chaos")
 async def chaos(job: JobContext) -> None:
     """Record the run in the ledger, then work: `seconds` of sleep, and the
-    file `gate` (if named) must exist before the run ends."""
+    file `gate` (if named; with `gate_per_attempt`, `<gate>.<attempt>`) must
+    exist before the run ends."""
     payload: dict[str, Any] = job.payload if isinstance(job.payload, dict) else {}
     await _ledger.record(job)
     gate = payload.get("gate")
+    if gate is not None and payload.get("gate_per_attempt"):
+        gate = f"{gate}.{job.attempt}"
     if gate is not None:
         loop = asyncio.get_running_loop()
         give_up_at = loop.time() + GATE_PATIENCE

@@ -109,7 +109,8 @@ def test_a_worker_stopped_past_its_lease_has_its_late_result_refused(
     )  # fmt: skip
     service.wait_ready()
     with jobvisor.connect(url, pool_size=1) as q:
-        target = q.enqueue("chaos", {"gate": str(gate), "seconds": 0}, max_attempts=MAX_ATTEMPTS)
+        target = q.enqueue("chaos", {"gate": str(gate), "gate_per_attempt": True, "seconds": 0},
+                           max_attempts=MAX_ATTEMPTS)  # fmt: skip
 
     first = wait_until(lambda: runs_of(url, target), what="the first run")[0]
     frozen_pid = service.worker_pids()[first.worker_id]
@@ -126,14 +127,18 @@ def test_a_worker_stopped_past_its_lease_has_its_late_result_refused(
             return claim_of(url, target) == ("running", second.claim_token, second.worker_id)
 
         wait_until(held_by_second, what="the row holding the second claim")
+        # The frozen run may finish as soon as it thaws: its result is late.
+        Path(f"{gate}.1").touch()
     finally:
         os.kill(frozen_pid, signal.SIGCONT)
 
-    # Thawed, the frozen worker finds its lease gone: its run is cut short and
-    # its result dropped; the row still belongs to the second claim.
+    # Thawed, the frozen worker finds its lease gone: its completion (or its
+    # renewal, whichever it writes first) is refused by the claim token and
+    # the result dropped; the row still belongs to the second claim.
     service.wait_event("job.lease_lost", worker_id=first.worker_id, job_id=str(target), timeout=60)
     assert held_by_second()
-    gate.touch()
+    for attempt in range(2, MAX_ATTEMPTS + 1):  # the second run's, and any later one's
+        Path(f"{gate}.{attempt}").touch()
     wait_until(lambda: job(url, target)["status"] == "completed", what="the job completed")
 
     row = job(url, target)
