@@ -21,6 +21,7 @@ from .correlation import current_correlation_id, new_correlation_id
 from .engine import COMMIT, Dialect, Plan, Steps, Stmt
 from .errors import InvalidArgument, JobNotFound, LeaseLost, MissingCorrelationId
 from .model import (
+    DEFAULT_MAX_ATTEMPTS,
     DEFAULT_QUEUE,
     DEFAULT_RETRY,
     TERMINAL,
@@ -214,7 +215,7 @@ def enqueue(
     priority: int = 0,
     run_at: dt.datetime | None = None,
     delay: float | dt.timedelta | None = None,
-    max_attempts: int = 20,
+    max_attempts: int = DEFAULT_MAX_ATTEMPTS,
     dedupe_key: str | None = None,
     correlation_id: str | None = None,
     conn: Any = None,
