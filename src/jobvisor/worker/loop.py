@@ -156,7 +156,8 @@ class Worker:
         watch = self.channel.fd is not None if watch_parent is None else watch_parent
         self._parent_pid = os.getppid() if watch else None
         self.metrics = WorkerMetrics()
-        self._tracing = tracing.available()  # decided once: no per-job cost without the extra
+        # Decided once, after the app was imported: no per-job cost without a provider.
+        self._tracing = tracing.recording(tracer_provider)
         self._tracer_provider = tracer_provider
 
         self._running: dict[uuid.UUID, _Running] = {}
