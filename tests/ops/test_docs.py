@@ -9,6 +9,7 @@ from pathlib import Path
 from jobvisor import cli
 from jobvisor.config import EX_CONFIG
 from jobvisor.metrics import Metrics
+from jobvisor.worker import protocol
 
 DOC = (Path(__file__).resolve().parents[2] / "docs" / "operations.md").read_text()
 
@@ -34,5 +35,12 @@ def test_every_command_is_documented() -> None:
 
 def test_exit_codes_are_documented() -> None:
     table = dict(re.findall(r"^\| (\d+) \| (.+) \|$", DOC, flags=re.MULTILINE))
-    codes = {cli.EXIT_OK, cli.EXIT_FAILED, cli.EXIT_USAGE, EX_CONFIG, cli.EXIT_INTERRUPTED}
+    codes = {
+        cli.EXIT_OK,
+        cli.EXIT_FAILED,
+        cli.EXIT_USAGE,
+        protocol.EXIT_BOOT_FAILED,
+        EX_CONFIG,
+        cli.EXIT_INTERRUPTED,
+    }
     assert set(map(int, table)) == codes
