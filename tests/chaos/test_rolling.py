@@ -7,8 +7,6 @@ from __future__ import annotations
 
 import json
 import signal
-import urllib.error
-import urllib.request
 from collections.abc import Callable
 from pathlib import Path
 
@@ -17,7 +15,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from tests.cli.conftest import JOBVISOR, Cli
 from tests.invariants import STATUSES
-from tests.supervisor.helpers import Service, wait_until
+from tests.supervisor.helpers import Service, http_get, wait_until
 
 from .ledger import (
     Enqueuer,
@@ -32,15 +30,6 @@ pytestmark = pytest.mark.slow
 
 ROLLOUTS = 10
 HTTP = {"JOBVISOR_HTTP_ADDR": "127.0.0.1:0", "JOBVISOR_SUMMARY_INTERVAL": "0.5"}
-
-
-def get(port: int, path: str) -> tuple[int, str]:
-    try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=30) as response:
-            return int(response.status), response.read().decode()
-    except urllib.error.HTTPError as exc:
-        with exc:
-            return int(exc.code), exc.read().decode()
 
 
 def http_port(service: Service) -> int:
@@ -94,7 +83,7 @@ def test_ten_rolling_restarts_under_steady_enqueue(
 def metrics_counts(port: int) -> dict[str, int]:
     """`jobvisor_queue_jobs` of the default queue, by status."""
     found: dict[str, int] = {}
-    for family in text_string_to_metric_families(get(port, "/metrics")[1]):
+    for family in text_string_to_metric_families(http_get(port, "/metrics")[1]):
         for sample in family.samples:
             if sample.name == "jobvisor_queue_jobs" and sample.labels["queue"] == "default":
                 found[sample.labels["status"]] = int(sample.value)
@@ -112,15 +101,15 @@ def test_rolling_update_loses_nothing(
     url = chaos_url
     old = start_service(url, tmp_path, settings(**HTTP), name="old")
     old_port = http_port(old)
-    wait_until(lambda: get(old_port, "/readyz")[0] == 200, timeout=90, what="old ready")
+    wait_until(lambda: http_get(old_port, "/readyz")[0] == 200, timeout=90, what="old ready")
     stream = Enqueuer(url, batch=4, every=0.1).start()
     wait_more_runs(url, 50)
 
     new = start_service(url, tmp_path, settings(**HTTP), name="new")
     new_port = http_port(new)
     assert new_port != old_port
-    wait_until(lambda: get(new_port, "/readyz")[0] == 200, timeout=90, what="new ready")
-    assert get(new_port, "/healthz")[0] == 200
+    wait_until(lambda: http_get(new_port, "/readyz")[0] == 200, timeout=90, what="new ready")
+    assert http_get(new_port, "/healthz")[0] == 200
     old.signal(signal.SIGTERM)
     assert old.wait_exit(90) == 0
     assert_drained_cleanly(old)

@@ -10,6 +10,8 @@ import signal
 import subprocess
 import sys
 import time
+import urllib.error
+import urllib.request
 import uuid
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
@@ -264,3 +266,13 @@ def terminate_backends(url: str) -> int:
             "WHERE datname = current_database() AND pid <> pg_backend_pid()"
         ).fetchall()
     return len(rows)
+
+
+def http_get(port: int, path: str) -> tuple[int, str]:
+    """GET a supervisor endpoint on 127.0.0.1: (status, body), errors included."""
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=30) as response:
+            return int(response.status), response.read().decode()
+    except urllib.error.HTTPError as exc:
+        with exc:
+            return int(exc.code), exc.read().decode()

@@ -3,23 +3,13 @@ loop: workers alive, the database answering, and what the workers reported."""
 
 from __future__ import annotations
 
-import urllib.request
 from collections.abc import Callable
 from pathlib import Path
 
 from jobvisor import Queue
 from tests.invariants import assert_invariants
 
-from .helpers import Service, by_status, wait_until
-
-
-def get(port: int, path: str) -> tuple[int, str]:
-    try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=30) as response:
-            return int(response.status), response.read().decode()
-    except urllib.error.HTTPError as exc:
-        with exc:
-            return int(exc.code), exc.read().decode()
+from .helpers import Service, by_status, http_get, wait_until
 
 
 def test_health_readiness_and_metrics(
@@ -32,11 +22,11 @@ def test_health_readiness_and_metrics(
     service.wait_ready()
     wait_until(lambda: by_status(url).get("completed") == len(ids), what="the jobs done")
 
-    assert get(port, "/healthz") == (200, "ok: 2/2 workers alive, state running\n")
-    wait_until(lambda: get(port, "/readyz")[0] == 200, what="ready")
+    assert http_get(port, "/healthz") == (200, "ok: 2/2 workers alive, state running\n")
+    wait_until(lambda: http_get(port, "/readyz")[0] == 200, what="ready")
 
     def reported() -> str:
-        body = get(port, "/metrics")[1]
+        body = http_get(port, "/metrics")[1]
         return (
             body
             if 'jobvisor_jobs_completed_total{job_type="noop",queue="default"} 30.0' in body
