@@ -36,8 +36,15 @@ $(STAMP): pyproject.toml | $(BIN)/python
 
 install: $(STAMP)
 
+# Without JOBVISOR_APP the service runs the bundled example app: seed it a
+# demo batch first (enqueued, run, some retried) and log the summary often.
 run: $(STAMP)
+ifeq ($(JOBVISOR_APP),)
+	$(BIN)/python -m jobvisor.example
+	JOBVISOR_SUMMARY_INTERVAL=$${JOBVISOR_SUMMARY_INTERVAL:-10} $(BIN)/jobvisor run
+else
 	$(BIN)/jobvisor run
+endif
 
 test: lint typecheck pytest
 

@@ -3,20 +3,23 @@
 Four handlers show the ways a job can go: `noop` does nothing (benchmarks use
 it), `send_email` is a quick async job, `resize_image` fails on its first
 attempts and then succeeds on a retry, and `build_report` is slow blocking
-code run in the thread pool. `seed(queue)` enqueues a demo batch of them:
-
-    python -c "import jobvisor, jobvisor.example as ex; ex.seed(jobvisor.connect('sqlite:///jobvisor.db'))"
+code run in the thread pool. `seed(queue)` enqueues a demo batch of them;
+`python -m jobvisor.example` does that on `JOBVISOR_DATABASE_URL` (the same
+default as `jobvisor run`), which is what `make run` does before it starts
+the service.
 """
 
 from __future__ import annotations
 
 import asyncio
+import sys
 import time
 import uuid
 from typing import Any
 
+from .config import EX_CONFIG, Config, ConfigError
 from .log import get_logger
-from .queue.api import Queue
+from .queue.api import Queue, connect
 from .queue.model import RetryPolicy
 from .worker.registry import JobContext, Registry
 
@@ -61,3 +64,21 @@ def seed(queue: Queue, *, emails: int = 20, images: int = 5, reports: int = 3) -
     jobs += [registry.job("build_report", {"seconds": 0.5 + i}, queue="reports")
              for i in range(reports)]  # fmt: skip
     return queue.enqueue_many(jobs)
+
+
+def main() -> int:
+    """Seed the demo batch into the configured database (migrating it first)."""
+    try:
+        config = Config.load()
+    except ConfigError as exc:
+        print(f"jobvisor.example: {exc}", file=sys.stderr)
+        return EX_CONFIG
+    with connect(config.database_url) as queue:
+        queue.migrate()
+        ids = seed(queue)
+    print(f"jobvisor.example: enqueued {len(ids)} demo jobs", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -205,6 +205,9 @@ class Supervisor:
             database=redact_url(self.config.database_url),
             subreaper=subreaper,
         )
+        if self.config.sources.get("app", "default") == "default":
+            log.info("supervisor.example_app", app=self.config.app,
+                     detail="JOBVISOR_APP is not set: running the bundled example app")  # fmt: skip
         systemd.status(f"starting {self.config.workers} workers")
         self.queue = connect_async(self.config.database_url, pool_size=2)
         self.leadership = Leadership(self.queue, holder=self.id)
