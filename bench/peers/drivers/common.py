@@ -186,6 +186,31 @@ def latency(enqueue: Callable[[int], None], workers: Workers, path: str, samples
     }
 
 
+def run_workload(
+    args: argparse.Namespace,
+    *,
+    name: str,
+    enqueue_all: Callable[[], Any],
+    enqueue_one: Callable[[int], Any],
+    workers: Callable[[argparse.Namespace, dict[str, str]], Workers],
+    remaining_sql: str,
+) -> None:
+    """Measure `args.workload` the same way for every peer: `bulk` times
+    `enqueue_all`; `burndown` enqueues them all, then starts the workers and
+    waits for `remaining_sql` to reach zero; `latency` starts idle workers and
+    enqueues jobs one at a time with `enqueue_one`."""
+    if args.workload == "bulk":
+        emit(bulk_result(args.jobs, timed(enqueue_all)))
+    elif args.workload == "burndown":
+        enqueue_all()
+        with workers(args, {}) as w:
+            emit(burn_down(args.dsn, remaining_sql, args.jobs, w, timeout=args.timeout))
+    else:
+        path = os.path.join(args.log_dir, f"{name}-latency.txt")
+        with workers(args, {LATENCY_ENV: path}) as w:
+            emit(latency(enqueue_one, w, path, args.samples))
+
+
 def timed(fn: Callable[[], Any]) -> float:
     t0 = time.monotonic()
     fn()

@@ -54,18 +54,11 @@ def main() -> None:
     )  # fmt: skip
     conn = psycopg.connect(args.dsn, autocommit=True)
     payloads = [json.dumps({"n": n}) for n in range(args.jobs)]
-    if args.workload == "bulk":
-        seconds = common.timed(lambda: conn.execute(ADD_JOBS, [payloads]))
-        common.emit(common.bulk_result(args.jobs, seconds))
-    elif args.workload == "burndown":
-        conn.execute(ADD_JOBS, [payloads])
-        with workers(args, {}) as w:
-            common.emit(common.burn_down(args.dsn, REMAINING, args.jobs, w, timeout=args.timeout))
-    else:
-        path = os.path.join(args.log_dir, "graphile-latency.txt")
-        with workers(args, {common.LATENCY_ENV: path}) as w:
-            common.emit(common.latency(lambda n: conn.execute(ADD_JOB, [n]), w, path,
-                                       args.samples))  # fmt: skip
+    common.run_workload(
+        args, name="graphile", enqueue_all=lambda: conn.execute(ADD_JOBS, [payloads]),
+        enqueue_one=lambda n: conn.execute(ADD_JOB, [n]), workers=workers,
+        remaining_sql=REMAINING,
+    )  # fmt: skip
     conn.close()
 
 

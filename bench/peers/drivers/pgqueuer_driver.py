@@ -40,19 +40,12 @@ def main() -> None:
     conn = loop.run_until_complete(asyncpg.connect(args.dsn))
     queries = Queries(AsyncpgDriver(conn))
     ns = list(range(args.jobs))
-    if args.workload == "bulk":
-        seconds = common.timed(lambda: loop.run_until_complete(enqueue(queries, ns)))
-        common.emit(common.bulk_result(args.jobs, seconds))
-    elif args.workload == "burndown":
-        loop.run_until_complete(enqueue(queries, ns))
-        with workers(args, {}) as w:
-            common.emit(common.burn_down(args.dsn, REMAINING, args.jobs, w, timeout=args.timeout))
-    else:
-        path = os.path.join(args.log_dir, "pgqueuer-latency.txt")
-        with workers(args, {common.LATENCY_ENV: path}) as w:
-            common.emit(common.latency(
-                lambda n: loop.run_until_complete(enqueue(queries, [n])), w, path, args.samples
-            ))  # fmt: skip
+    common.run_workload(
+        args, name="pgqueuer",
+        enqueue_all=lambda: loop.run_until_complete(enqueue(queries, ns)),
+        enqueue_one=lambda n: loop.run_until_complete(enqueue(queries, [n])),
+        workers=workers, remaining_sql=REMAINING,
+    )  # fmt: skip
     loop.run_until_complete(conn.close())
 
 

@@ -44,16 +44,9 @@ def main() -> None:
             loop.run_until_complete(task.batch_defer_async(*({"n": n} for n in ns)))
 
     ns = list(range(args.jobs))
-    if args.workload == "bulk":
-        common.emit(common.bulk_result(args.jobs, common.timed(lambda: enqueue(ns))))
-    elif args.workload == "burndown":
-        enqueue(ns)
-        with workers(args, {}) as w:
-            common.emit(common.burn_down(args.dsn, REMAINING, args.jobs, w, timeout=args.timeout))
-    else:
-        path = os.path.join(args.log_dir, "procrastinate-latency.txt")
-        with workers(args, {common.LATENCY_ENV: path}) as w:
-            common.emit(common.latency(lambda n: enqueue([n]), w, path, args.samples))
+    common.run_workload(args, name="procrastinate", enqueue_all=lambda: enqueue(ns),
+                        enqueue_one=lambda n: enqueue([n]), workers=workers,
+                        remaining_sql=REMAINING)  # fmt: skip
     loop.run_until_complete(app.close_async())
 
 
