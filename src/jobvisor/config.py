@@ -8,6 +8,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import os
+import sys
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -224,3 +225,14 @@ class Config:
                 value = redact_url(value)
             rows.append((s.env, value, self.sources.get(s.field, "default")))
         return rows
+
+
+def load_or_exit(prog: str, overrides: Mapping[str, str] | None = None) -> Config:
+    """`Config.load()` for a process's entry point: an invalid setting prints
+    one line, `<prog>: <variable>=<value>: expected …`, on stderr and exits
+    with EX_CONFIG before anything starts."""
+    try:
+        return Config.load(overrides=overrides)
+    except ConfigError as exc:
+        print(f"{prog}: {exc}", file=sys.stderr)
+        raise SystemExit(EX_CONFIG) from None

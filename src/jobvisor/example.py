@@ -17,7 +17,7 @@ import time
 import uuid
 from typing import Any
 
-from .config import EX_CONFIG, Config, ConfigError
+from .config import load_or_exit
 from .log import get_logger
 from .queue.api import Queue, connect
 from .queue.model import RetryPolicy
@@ -68,11 +68,7 @@ def seed(queue: Queue, *, emails: int = 20, images: int = 5, reports: int = 3) -
 
 def main() -> int:
     """Seed the demo batch into the configured database (migrating it first)."""
-    try:
-        config = Config.load()
-    except ConfigError as exc:
-        print(f"jobvisor.example: {exc}", file=sys.stderr)
-        return EX_CONFIG
+    config = load_or_exit("jobvisor.example")
     with connect(config.database_url) as queue:
         queue.migrate()
         ids = seed(queue)

@@ -7,7 +7,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from ..config import EX_CONFIG, SETTINGS, Config, ConfigError
+from ..config import SETTINGS, load_or_exit
 from .arbiter import main
 
 
@@ -21,11 +21,7 @@ def parse_flags(argv: list[str]) -> dict[str, str]:
 
 def run(argv: list[str]) -> int:
     overrides = parse_flags(argv)
-    try:
-        config = Config.load(overrides=overrides)
-    except ConfigError as exc:
-        print(f"jobvisor: {exc}", file=sys.stderr)
-        return EX_CONFIG
+    config = load_or_exit("jobvisor", overrides)
     return main(config)  # a SIGHUP re-reads the environment, these flags still winning
 
 

@@ -28,14 +28,13 @@ import uuid
 
 import uvloop
 
-from ..config import Config, ConfigError
+from ..config import Config, load_or_exit
 from ..log import get_logger, setup_logging
 from ..queue.api import connect_async, parse_url
 from ..queue.errors import JobNotFound
 from .loop import DB_ERRORS, Worker
 from .protocol import (
     EXIT_BOOT_FAILED,
-    EXIT_CONFIG,
     EXIT_OK,
     WORKER_ID_ENV,
     ControlChannel,
@@ -122,11 +121,7 @@ async def serve(config: Config, registry: Registry, channel: ControlChannel, wor
 
 
 def main() -> int:
-    try:
-        config = Config.load()
-    except ConfigError as exc:
-        print(f"jobvisor worker: {exc}", file=sys.stderr)
-        return EXIT_CONFIG
+    config = load_or_exit("jobvisor worker")
     setup_logging(config.log_format, config.log_level)
     faulthandler.enable()
     channel = ControlChannel.from_env()
