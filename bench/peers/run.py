@@ -61,13 +61,12 @@ def find_python(minimum: tuple[int, int]) -> str:
     """An interpreter at least `minimum`: this one, pythonX.Y on PATH, or pyenv's."""
     if sys.version_info[:2] >= minimum:
         return sys.executable
-    for minor in range(minimum[1], 20):
-        found = shutil.which(f"python{minimum[0]}.{minor}")
-        if found:
-            return found
+    # A name on PATH can be a pyenv shim for a version that is not selected,
+    # which fails when run: every candidate is tried before it is chosen.
+    on_path = [shutil.which(f"python{minimum[0]}.{minor}") for minor in range(minimum[1], 20)]
     pyenv = os.path.expanduser(f"~/.pyenv/versions/{minimum[0]}.*/bin/python")
-    for path in sorted(glob.glob(pyenv), reverse=True):
-        check = f"import sys; print(sys.version_info[:2] >= {minimum!r})"
+    check = f"import sys; print(sys.version_info[:2] >= {minimum!r})"
+    for path in [p for p in on_path if p] + sorted(glob.glob(pyenv), reverse=True):
         out = subprocess.run([path, "-c", check], capture_output=True, text=True, check=False)
         if out.stdout.strip() == "True":
             return path

@@ -178,7 +178,9 @@ def schema_version(ctx: Ctx) -> Plan[int]:
 # --- enqueue ------------------------------------------------------------------
 
 
-def _insert_one(ctx: Ctx, job: NewJob) -> Steps[uuid.UUID]:
+def _insert_one(ctx: Ctx, job: NewJob, *, notify: bool) -> Steps[uuid.UUID]:
+    """Insert one job (or find the live job holding its dedupe key). With
+    `notify`, PostgreSQL's insert wakes idle workers in the same statement."""
     d = ctx.dialect
     params = {
         "id": d.id(job.id),
@@ -193,6 +195,7 @@ def _insert_one(ctx: Ctx, job: NewJob) -> Steps[uuid.UUID]:
         "correlation_id": job.correlation_id,
         "meta": d.meta(job.meta),
         "now": ctx.now(),
+        "notify": notify,
     }
     while True:
         row = yield Stmt(d.sql.JOB_INSERT, params, fetch="one")
@@ -239,13 +242,14 @@ def enqueue(
     job = _with_meta(job, _trace_meta())
     d = ctx.dialect
 
-    def steps() -> Steps[uuid.UUID]:
-        job_id = yield from _insert_one(ctx, job)
-        if d.notifies and _due_now(ctx, job):
-            yield Stmt(d.sql.JOB_NOTIFY, {"queue": job.queue}, fetch="all")
-        return job_id
+    notify = d.notifies and _due_now(ctx, job)
 
-    return Plan(steps(), conn=conn)
+    def steps() -> Steps[uuid.UUID]:
+        return (yield from _insert_one(ctx, job, notify=notify))
+
+    # One statement (a dedupe conflict adds a read of the key's live holder,
+    # which under READ COMMITTED sees the same as it would in a transaction).
+    return Plan(steps(), conn=conn, transaction=False)
 
 
 def _due_now(ctx: Ctx, job: NewJob) -> bool:
@@ -296,7 +300,7 @@ def enqueue_many(
         if any(j.dedupe_key for j in built):
             ids = []
             for job in built:
-                ids.append((yield from _insert_one(ctx, job)))
+                ids.append((yield from _insert_one(ctx, job, notify=False)))
         else:
             (now,) = yield Stmt(d.sql.CLOCK_NOW, {"now": ctx.now()}, fetch="one")
             rows = [
@@ -354,7 +358,7 @@ def claim(
         jobs.sort(key=lambda j: (-j.priority, j.run_at, j.id))
         return jobs
 
-    return Plan(steps())
+    return Plan(steps(), transaction=False)
 
 
 def _held_many(ctx: Ctx, sql: str, jobs: Sequence[Job], extra: dict[str, Any]) -> Plan[list[Job]]:
@@ -386,7 +390,9 @@ def _held_many(ctx: Ctx, sql: str, jobs: Sequence[Job], extra: dict[str, Any]) -
             lost.update(i for i in batch if jobs[i].id not in kept)
         return [jobs[i] for i in sorted(lost)]
 
-    return Plan(steps())
+    # Each statement is guarded by (id, claim token) job by job, so the
+    # batches need no transaction around them.
+    return Plan(steps(), transaction=False)
 
 
 def _raise_lost(plan: Plan[list[Job]]) -> Plan[None]:
@@ -395,7 +401,7 @@ def _raise_lost(plan: Plan[list[Job]]) -> Plan[None]:
         if lost:
             raise LeaseLost(lost[0].id)
 
-    return Plan(steps())
+    return Plan(steps(), transaction=plan.transaction)
 
 
 def renew_many(
@@ -445,7 +451,7 @@ def _held_one(ctx: Ctx, sql: str, job: Job, extra: dict[str, Any]) -> Plan[JobSt
             raise LeaseLost(job.id)
         return JobStatus(row[0])
 
-    return Plan(steps())
+    return Plan(steps(), transaction=False)
 
 
 def _error_text(name: str, error: BaseException | str) -> str:
@@ -484,7 +490,7 @@ def snooze(ctx: Ctx, job: Job, delay: float | dt.timedelta) -> Plan[None]:
     def steps() -> Steps[None]:
         yield from plan.steps
 
-    return Plan(steps())
+    return Plan(steps(), transaction=False)
 
 
 def cancel_held(ctx: Ctx, job: Job, reason: str = "cancelled by its handler") -> Plan[None]:
@@ -496,7 +502,7 @@ def cancel_held(ctx: Ctx, job: Job, reason: str = "cancelled by its handler") ->
     def steps() -> Steps[None]:
         yield from plan.steps
 
-    return Plan(steps())
+    return Plan(steps(), transaction=False)
 
 
 # --- recovery -----------------------------------------------------------------
@@ -520,7 +526,7 @@ def reap_expired(ctx: Ctx, *, policy: RetryPolicy | None = None) -> Plan[int]:
         rows = yield Stmt(sql, params, fetch="all")
         return len(rows)
 
-    return Plan(steps())
+    return Plan(steps(), transaction=False)
 
 
 def release_worker(ctx: Ctx, worker_id: str, *, error: str | None = None) -> Plan[int]:
@@ -539,7 +545,7 @@ def release_worker(ctx: Ctx, worker_id: str, *, error: str | None = None) -> Pla
         rows = yield Stmt(sql, params, fetch="all")
         return len(rows)
 
-    return Plan(steps())
+    return Plan(steps(), transaction=False)
 
 
 # --- retention and reporting --------------------------------------------------
@@ -588,7 +594,7 @@ def cleanup(
                     break
         return total
 
-    return Plan(steps())
+    return Plan(steps(), transaction=False)
 
 
 def summary(ctx: Ctx) -> Plan[Summary]:
@@ -604,7 +610,7 @@ def summary(ctx: Ctx) -> Plan[Summary]:
             oldest_pending_age={r[0]: max(0.0, float(r[1])) for r in ages},
         )
 
-    return Plan(steps(), write=False)
+    return Plan(steps(), write=False, transaction=False)
 
 
 def get(ctx: Ctx, job_id: uuid.UUID | str) -> Plan[Job]:
@@ -618,7 +624,7 @@ def get(ctx: Ctx, job_id: uuid.UUID | str) -> Plan[Job]:
             raise JobNotFound(jid)
         return d.job(row)
 
-    return Plan(steps(), write=False)
+    return Plan(steps(), write=False, transaction=False)
 
 
 def _refused(ctx: Ctx, jid: uuid.UUID, wanted: str) -> Steps[None]:
@@ -641,7 +647,7 @@ def cancel(ctx: Ctx, job_id: uuid.UUID | str) -> Plan[None]:
         if row is None:
             yield from _refused(ctx, jid, "pending or retryable")
 
-    return Plan(steps())
+    return Plan(steps(), transaction=False)
 
 
 # --- dead jobs ----------------------------------------------------------------
@@ -664,7 +670,7 @@ def dead_list(
         rows = yield Stmt(d.sql.JOB_LIST_BY_STATUS, params, fetch="all")
         return [d.job(r) for r in rows]
 
-    return Plan(steps(), write=False)
+    return Plan(steps(), write=False, transaction=False)
 
 
 def dead_count(ctx: Ctx) -> Plan[int]:
@@ -675,7 +681,7 @@ def dead_count(ctx: Ctx) -> Plan[int]:
         row = yield Stmt(sql, {"status": JobStatus.DEAD.value}, fetch="one")
         return int(row[0])
 
-    return Plan(steps(), write=False)
+    return Plan(steps(), write=False, transaction=False)
 
 
 def dead_get(ctx: Ctx, job_id: uuid.UUID | str) -> Plan[Job]:
@@ -688,7 +694,7 @@ def dead_get(ctx: Ctx, job_id: uuid.UUID | str) -> Plan[Job]:
             raise JobNotFound(job.id, f"it is {job.status.value}, not dead")
         return job
 
-    return Plan(steps(), write=False)
+    return Plan(steps(), write=False, transaction=False)
 
 
 def dead_requeue(
@@ -748,7 +754,7 @@ def leader_attempt_elect(ctx: Ctx, name: str, holder: str, *, ttl: float) -> Pla
         row = yield Stmt(sql, params, fetch="one")
         return row is not None
 
-    return Plan(steps())
+    return Plan(steps(), transaction=False)
 
 
 def leader_resign(ctx: Ctx, name: str, holder: str) -> Plan[None]:
@@ -758,4 +764,4 @@ def leader_resign(ctx: Ctx, name: str, holder: str) -> Plan[None]:
     def steps() -> Steps[None]:
         yield Stmt(sql, {"name": name, "holder": holder})
 
-    return Plan(steps())
+    return Plan(steps(), transaction=False)

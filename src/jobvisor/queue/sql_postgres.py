@@ -39,7 +39,9 @@ JOB_COLUMNS_COPY: Final[LiteralString] = (
 )
 
 JOB_INSERT: Final[LiteralString] = (
-    # Insert one job unless a live job has its dedupe key; returns the new id or nothing.
+    # Insert one job unless a live job has its dedupe key; returns the new id or
+    # nothing. With `notify`, a new job wakes idle workers (at its commit).
+    "WITH inserted AS ("
     "INSERT INTO jobvisor_jobs (id, queue, job_type, payload, priority, run_at,"
     " max_attempts, dedupe_key, correlation_id, created_at, meta)"
     " VALUES (%(id)s, %(queue)s, %(job_type)s, %(payload)s::jsonb, %(priority)s,"
@@ -49,7 +51,9 @@ JOB_INSERT: Final[LiteralString] = (
     " coalesce(%(now)s::timestamptz, now()), %(meta)s::jsonb)"
     " ON CONFLICT (dedupe_key) WHERE dedupe_key IS NOT NULL"
     "   AND status IN ('pending', 'running', 'retryable') DO NOTHING"
-    " RETURNING id"
+    " RETURNING id, queue)"
+    " SELECT id, CASE WHEN %(notify)s::bool THEN pg_notify('jobvisor', queue) END"
+    " FROM inserted"
 )
 
 JOB_GET_LIVE_BY_DEDUPE_KEY: Final[LiteralString] = (

@@ -39,7 +39,8 @@ JOB_COLUMNS_COPY: Final[LiteralString] = (
 )
 
 JOB_INSERT: Final[LiteralString] = (
-    # Insert one job unless a live job has its dedupe key; returns the new id or nothing.
+    # Insert one job unless a live job has its dedupe key; returns the new id or
+    # nothing. (`notify` is PostgreSQL's: SQLite workers poll.)
     "INSERT INTO jobvisor_jobs (id, queue, job_type, payload, priority, run_at,"
     " max_attempts, dedupe_key, correlation_id, created_at, meta)"
     " VALUES (:id, :queue, :job_type, :payload, :priority,"
