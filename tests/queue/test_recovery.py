@@ -12,6 +12,7 @@ import pytest
 
 import jobvisor
 from jobvisor import JobStatus, LeaseLost, Queue, RetryPolicy
+from jobvisor.queue import sql_postgres, sql_sqlite
 from jobvisor.queue.api import parse_url
 from tests.invariants import assert_invariants
 from tests.queue.conftest import MakeQueue
@@ -246,3 +247,42 @@ def test_reaper_honours_the_retry_policy_of_the_job_type(
     waits = sorted(round((q.get(i).run_at - clock()).total_seconds()) for i in (slow, plain))
     assert waits == [60, 500]  # attempt 2: slow doubles but is capped at 500
     assert_invariants(url)
+
+
+def test_release_worker_finds_a_workers_jobs_through_the_lease_index(
+    queue: Queue, url: str
+) -> None:
+    """Migration 3 dropped the worker-id index (one index less to write on every
+    claim): a dead worker's jobs are found among the running ones through the
+    lease index, never by reading the whole table."""
+    queue.enqueue_many([{"job_type": "t"} for _ in range(2000)])
+    done = queue.claim("busy", limit=1990)
+    queue.complete_many(done)
+    queue.claim("dead-worker", limit=5)
+    engine, target = parse_url(url)
+    if engine == "postgres":
+        with psycopg.connect(target, autocommit=True) as conn:
+            conn.execute("ANALYZE jobvisor_jobs")
+            indexes = [r[0] for r in conn.execute(
+                "SELECT indexname FROM pg_indexes WHERE tablename = 'jobvisor_jobs'")]  # fmt: skip
+            plan = "\n".join(
+                r[0] for r in conn.execute(
+                    "EXPLAIN " + sql_postgres.JOB_RELEASE_WORKER,
+                    {"worker_id": "dead-worker", "error": "x", "now": None},
+                )
+            )  # fmt: skip
+    else:
+        with sqlite3.connect(target) as conn:
+            conn.execute("ANALYZE")
+            indexes = [r[0] for r in conn.execute(
+                "SELECT name FROM sqlite_master WHERE type = 'index'"
+                " AND tbl_name = 'jobvisor_jobs'")]  # fmt: skip
+            plan = "\n".join(
+                str(r[-1]) for r in conn.execute(
+                    "EXPLAIN QUERY PLAN " + sql_sqlite.JOB_RELEASE_WORKER,
+                    {"worker_id": "dead-worker", "error": "x", "now": None},
+                )
+            )  # fmt: skip
+    assert "jobvisor_jobs_worker_idx" not in indexes
+    assert "jobvisor_jobs_lease_idx" in plan, plan
+    assert queue.release_worker("dead-worker") == 5

@@ -1,5 +1,6 @@
 """Migration 0002 adds the `meta` column: a database at version 1 with jobs
-in every state upgrades to version 2 with those jobs intact and usable."""
+in every state upgrades to the latest version (2: meta, 3: one index less)
+with those jobs intact and usable."""
 
 from __future__ import annotations
 
@@ -103,8 +104,8 @@ def test_a_version_1_database_with_jobs_upgrades_with_its_jobs_intact(url: str) 
     assert len(before) == 4
     with jobvisor.connect(url) as queue:
         assert queue.schema_version() == 1
-        assert queue.migrate() == [2]
-        assert queue.schema_version() == 2
+        assert queue.migrate() == [2, 3]
+        assert queue.schema_version() == 3
         assert queue.migrate() == []  # recorded: SQLite's ADD COLUMN never runs twice
 
         assert read_v1(url) == before
