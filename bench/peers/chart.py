@@ -47,9 +47,10 @@ def main(source: str, target: str) -> None:
                 ax.text(i, 0, "n/a", ha="center", va="bottom", fontsize=8)
         ax.set_title(title, fontsize=10)
         ax.tick_params(axis="x", labelrotation=35, labelsize=8)
-    runs = report["settings"]["runs"]
-    fig.suptitle(f"jobvisor and peers on one local PostgreSQL: median of {runs} runs, "
-                 "whiskers min-max", fontsize=11)  # fmt: skip
+    settings = report["settings"]
+    fig.suptitle(f"jobvisor and peers on one local PostgreSQL, {settings['workers']} worker "
+                 f"processes x concurrency {settings['concurrency']}: median of "
+                 f"{settings['runs']} runs, whiskers min-max", fontsize=11)  # fmt: skip
     fig.tight_layout()
     fig.savefig(target, dpi=110)
 

@@ -144,6 +144,9 @@ METRICS = [  # (workload, key, label, higher is better)
     ("latency", "p50_ms", "latency p50 ms", False),
     ("latency", "p99_ms", "latency p99 ms", False),
     ("bulk", "jobs_per_s", "bulk enqueue jobs/s", True),
+    # CPU per job over the burn-down, read from /proc (common.cpu_split).
+    ("burndown", "database_cpu_us_per_job", "database CPU µs/job", False),
+    ("burndown", "workers_cpu_us_per_job", "workers CPU µs/job", False),
 ]
 
 
@@ -172,7 +175,7 @@ def table(summary: dict[str, Any], versions: dict[str, Any]) -> str:
         for label in labels:
             cell = row[label]
             if "median" in cell:
-                fmt = "{:,.0f}" if "jobs/s" in label else "{:.1f}"
+                fmt = "{:,.0f}" if "jobs/s" in label or "µs" in label else "{:.1f}"
                 cells.append(f"{fmt.format(cell['median'])} ({fmt.format(cell['min'])}-"
                              f"{fmt.format(cell['max'])})")  # fmt: skip
             else:

@@ -109,12 +109,71 @@ def count(dsn: str, sql: str) -> int:
         return int(row[0]) if row else 0
 
 
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+
+
+def _proc_stat(pid: str) -> tuple[int, float] | None:
+    """(parent pid, user + system CPU seconds) of a live process, from /proc."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            stat = f.read().decode()
+    except OSError:
+        return None
+    fields = stat[stat.rindex(")") + 2 :].split()  # after "pid (comm) "
+    return int(fields[1]), (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
+
+
+def _comm(pid: str) -> str:
+    try:
+        with open(f"/proc/{pid}/comm") as f:
+            return f.read().strip()
+    except OSError:
+        return ""
+
+
+def cpu_split(workers: Workers) -> dict[str, float] | None:
+    """CPU seconds used so far by the database server (every process named
+    `postgres`) and by the peer's processes (the ones `workers` started and
+    all their descendants); None where /proc is not there. Differences over the
+    burn-down give each side's CPU per job."""
+    if not os.path.isdir("/proc"):
+        return None
+    parents: dict[int, int] = {}
+    cpu: dict[int, float] = {}
+    database = 0.0
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        got = _proc_stat(entry)
+        if got is None:
+            continue
+        parents[int(entry)], cpu[int(entry)] = got
+        if _comm(entry) == "postgres":
+            database += got[1]
+    roots = {proc.pid for proc in workers.procs}
+
+    def in_peer(pid: int) -> bool:
+        for _ in range(64):  # walk up to init; deep enough for any peer
+            if pid in roots:
+                return True
+            if pid not in parents or pid <= 1:
+                return False
+            pid = parents[pid]
+        return False
+
+    peer = sum(seconds for pid, seconds in cpu.items() if in_peer(pid))
+    return {"database": database, "workers": peer}
+
+
 def burn_down(dsn: str, remaining_sql: str, jobs: int, workers: Workers, *,
               timeout: float) -> dict[str, Any]:  # fmt: skip
     """Poll until no job is left; the rate counts from the first job done
-    (worker start-up excluded, reported separately)."""
+    (worker start-up excluded, reported separately). Also the CPU time the
+    database and the workers spent per job over that span (Linux)."""
     spawned = time.monotonic()
     first_done: float | None = None
+    cpu_at_first: dict[str, float] | None = None
+    left_at_first = jobs
     deadline = spawned + timeout
     with psycopg.connect(dsn, autocommit=True) as conn:
         while True:
@@ -123,6 +182,8 @@ def burn_down(dsn: str, remaining_sql: str, jobs: int, workers: Workers, *,
             now = time.monotonic()
             if first_done is None and left < jobs:
                 first_done = now
+                cpu_at_first = cpu_split(workers)
+                left_at_first = left
             if left == 0:
                 break
             if now > deadline:
@@ -130,13 +191,20 @@ def burn_down(dsn: str, remaining_sql: str, jobs: int, workers: Workers, *,
             workers.check_alive()
             time.sleep(0.02)
     done = time.monotonic()
+    cpu_at_done = cpu_split(workers)
     assert first_done is not None
-    return {
+    result: dict[str, Any] = {
         "jobs": jobs,
         "seconds": done - first_done,
         "seconds_from_spawn": done - spawned,
         "jobs_per_s": jobs / max(done - first_done, 1e-9),
     }
+    if cpu_at_first is not None and cpu_at_done is not None and left_at_first > 0:
+        # CPU microseconds per job over the jobs finished in the timed span.
+        for side in ("database", "workers"):
+            spent = cpu_at_done[side] - cpu_at_first[side]
+            result[f"{side}_cpu_us_per_job"] = spent / left_at_first * 1e6
+    return result
 
 
 def latency(enqueue: Callable[[int], None], workers: Workers, path: str, samples: int, *,
