@@ -145,7 +145,8 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("summary_interval", "60", _positive_float, "seconds > 0",
             "how often the status summary is logged"),
     Setting("max_restarts", "10", _positive_int, "an integer >= 1",
-            "worker crashes allowed within restart_window before the service stops"),
+            "worker crashes allowed within restart_window before the service stops (a crash"
+            " holding jobs is charged to their attempts instead)"),
     Setting("restart_window", "60", _positive_float, "seconds > 0",
             "the window for max_restarts"),
     Setting("log_format", "auto", _choice("auto", "text", "json"), "auto, text or json",

@@ -27,7 +27,11 @@ State: RUNNING → STOPPING → STOPPED. Nothing is started once STOPPING.
   `EXIT_CONFIG` before saying `ready` cannot work; restarting it would be a
   fork storm, so the supervisor stops with that code. More than
   `max_restarts` unexpected exits within `restart_window` stop it with
-  `EXIT_CRASH_LOOP`, so systemd or Kubernetes back off.
+  `EXIT_CRASH_LOOP`, so systemd or Kubernetes back off. A booted worker that
+  died holding jobs is charged to those jobs instead (each one's attempt is
+  counted, so a job that kills every worker ends `dead`): one poison job
+  must not take the whole service down before its attempts are spent. Its
+  slot still backs off.
 - Kills. A worker silent for `worker_timeout` (its event loop is blocked), or
   running a job past its hard time limit, gets SIGABRT (the worker's
   faulthandler dumps every thread's stack to the log), then SIGKILL after
@@ -176,7 +180,7 @@ class Supervisor:
         self._migrate = migrate
         self._signals: collections.deque[int] = collections.deque()
         self._crashes: collections.deque[float] = collections.deque()
-        self._requeues: set[asyncio.Task[None]] = set()
+        self._requeues: set[asyncio.Task[int | None]] = set()
         self._maintenance: list[asyncio.Task[None]] = []
         self._background: list[asyncio.Task[None]] = []
         self._reload_task: asyncio.Task[None] | None = None
@@ -330,8 +334,8 @@ class Supervisor:
                 await asyncio.sleep(0.05)
         if self._requeues:
             _, pending = await asyncio.wait(self._requeues, timeout=FINAL_REQUEUE_WAIT)
-            for task in pending:
-                task.cancel()
+            for unfinished in pending:
+                unfinished.cancel()
             if pending:
                 log.error(
                     "supervisor.requeue_unfinished",
@@ -628,7 +632,7 @@ class Supervisor:
         else:
             log.error("worker.exited", error=worker.fatal_error, **fields)
         cause = worker.kill_cause or f"worker {worker.worker_id} exited ({exit_text})"
-        self._requeue(worker, cause)
+        requeue = self._requeue(worker, cause)
 
         slot = next((s for s in self.slots if s.worker is worker), None)
         if slot is not None:
@@ -649,7 +653,22 @@ class Supervisor:
             return
         if worker.ready_at is not None and now - worker.ready_at >= STABLE_UPTIME:
             slot.failures = 0
-        self._crashed(slot, worker)
+        if not worker.ready:
+            self._crashed(slot, worker)
+            return
+        # Booted, then died: charged to the service only if it held no job
+        # (known once release_worker has answered; a failed requeue counts).
+        self._schedule_restart(slot)
+        requeue.add_done_callback(lambda task: self._charge_unless_jobs(worker, task))
+
+    def _charge_unless_jobs(self, worker: WorkerProcess, task: asyncio.Task[int | None]) -> None:
+        held = None if task.cancelled() or task.exception() else task.result()
+        if held:
+            log.info("worker.crash_charged_to_jobs", worker_id=worker.worker_id, jobs=held,
+                     note="their attempts are counted; max_restarts is not")  # fmt: skip
+            return
+        if self.state is State.RUNNING:
+            self._charge_crash()
 
     @staticmethod
     def _restart_reason(worker: WorkerProcess, code: int) -> str:
@@ -660,33 +679,46 @@ class Supervisor:
     def _crashed(self, slot: Slot, worker: WorkerProcess | None) -> None:
         """Count an unexpected exit (or failed spawn) and plan the slot's restart,
         unless there have been too many."""
+        if self._charge_crash():
+            self._schedule_restart(slot)
+
+    def _charge_crash(self) -> bool:
+        """Count one crash against `max_restarts`; False (and a fast stop with
+        `EXIT_CRASH_LOOP`) when that makes too many within the window."""
         now = time.monotonic()
         self._crashes.append(now)
         while self._crashes and self._crashes[0] < now - self.config.restart_window:
             self._crashes.popleft()
-        if len(self._crashes) > self.config.max_restarts:
-            log.error(
-                "supervisor.crash_loop",
-                crashes=len(self._crashes),
-                window=self.config.restart_window,
-                max_restarts=self.config.max_restarts,
-            )
-            self.stop(StopMode.FAST, exit_code=EXIT_CRASH_LOOP)
-            return
+        if len(self._crashes) <= self.config.max_restarts:
+            return True
+        log.error(
+            "supervisor.crash_loop",
+            crashes=len(self._crashes),
+            window=self.config.restart_window,
+            max_restarts=self.config.max_restarts,
+        )
+        self.stop(StopMode.FAST, exit_code=EXIT_CRASH_LOOP)
+        return False
+
+    def _schedule_restart(self, slot: Slot) -> None:
+        """Respawn the slot after its backoff: doubled per failure, with jitter."""
+        now = time.monotonic()
         slot.failures += 1
         delay = min(BACKOFF_CAP, BACKOFF_BASE * 2 ** (slot.failures - 1))
         delay *= random.uniform(0.5, 1.0)
         slot.respawn_at = now + delay
         log.info("worker.restart_scheduled", slot=slot.index, delay=round(delay, 3))
 
-    def _requeue(self, worker: WorkerProcess, error: str) -> None:
+    def _requeue(self, worker: WorkerProcess, error: str) -> asyncio.Task[int | None]:
         task = asyncio.create_task(self._requeue_jobs(worker.worker_id, error))
         self._requeues.add(task)
         task.add_done_callback(self._requeues.discard)
+        return task
 
-    async def _requeue_jobs(self, worker_id: str, error: str) -> None:
+    async def _requeue_jobs(self, worker_id: str, error: str) -> int | None:
         """`release_worker`, retried while the database is away; the lease
-        reaper is the fallback if it stays away."""
+        reaper is the fallback if it stays away. Returns how many jobs the
+        worker held, or None when the database could not say."""
         assert self.queue is not None
         give_up_at = time.monotonic() + REQUEUE_PATIENCE
         delay = 0.2
@@ -703,14 +735,14 @@ class Supervisor:
                         error=_error(exc),
                         note="its jobs go back when their lease expires",
                     )
-                    return
+                    return None
                 log.warning("worker.requeue_retry", worker_id=worker_id, error=_error(exc))
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, 5.0)
                 continue
             if count:
                 log.warning("worker.jobs_requeued", worker_id=worker_id, count=count, error=error)
-            return
+            return count
 
     def murder_workers(self) -> None:
         """Kill the workers that are silent, overrunning a hard limit, or past
