@@ -336,9 +336,18 @@ class QueueMachine(RuleBasedStateMachine):
         self.advance(61)
         self.reap_expired(policy)
 
-    @rule(worker=st.sampled_from(WORKERS))
-    def release_worker(self, worker: str) -> None:
-        assert self.q.release_worker(worker) == self.model.release_worker(worker)
+    @rule(worker=st.sampled_from(WORKERS), pick=st.integers(0, 3))
+    def release_worker(self, worker: str, pick: int) -> None:
+        """pick 0: a crash (every job charged); otherwise a kill for one of
+        the worker's running jobs, the others released."""
+        running = sorted(
+            j.id
+            for j in self.model.jobs.values()
+            if j.status == "running" and j.worker_id == worker
+        )
+        culprit = running[pick % len(running)] if pick and running else None
+        got = self.q.release_worker(worker, culprit=culprit)
+        assert got == self.model.release_worker(worker, culprit)
 
     # --- retention and operators ------------------------------------------------
 

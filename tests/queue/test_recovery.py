@@ -11,12 +11,12 @@ import psycopg
 import pytest
 
 import jobvisor
-from jobvisor import JobStatus, LeaseLost, Queue, RetryPolicy
+from jobvisor import InvalidArgument, JobStatus, LeaseLost, Queue, RetryPolicy
 from jobvisor.queue import sql_postgres, sql_sqlite
 from jobvisor.queue.api import parse_url
 from tests.invariants import assert_invariants
 from tests.queue.conftest import MakeQueue
-from tests.queue.helpers import Clock, close_to, wait_until
+from tests.queue.helpers import Clock, close_to, table_snapshot, wait_until
 
 
 def test_reap_expired_returns_jobs_to_retryable_or_dead(
@@ -166,6 +166,45 @@ def test_release_worker_requeues_what_it_held(cqueue: Queue, clock: Clock, url: 
     assert_invariants(url)
 
 
+def test_release_worker_charges_only_a_known_culprit(cqueue: Queue, clock: Clock, url: str) -> None:
+    first = cqueue.enqueue("t", priority=3)
+    overrun = cqueue.enqueue("t", priority=2)
+    spent = cqueue.enqueue("t", priority=1, max_attempts=1)
+    cqueue.claim("killed-worker", limit=3)
+    cqueue.enqueue("t")
+    (other,) = cqueue.claim("live-worker")
+    clock.advance(1)
+    error = f"hard time limit of 5s exceeded by job {overrun}"
+    assert cqueue.release_worker("killed-worker", error=error, culprit=overrun) == 3
+    charged = cqueue.get(overrun)
+    assert charged.status is JobStatus.RETRYABLE and charged.attempts == 1
+    assert charged.last_error == error and close_to(charged.run_at, clock())
+    for innocent in (first, spent):  # interrupted by its fault: attempt given back
+        back = cqueue.get(innocent)
+        assert back.status is JobStatus.PENDING and back.attempts == 0
+        assert back.last_error is None and close_to(back.run_at, clock())
+    assert cqueue.get(other.id).status is JobStatus.RUNNING
+    # A culprit with its attempts spent is dead.
+    (again,) = cqueue.claim("w2", job_types=["t"], limit=1)
+    assert again.id == first
+    cqueue.release_worker("w2", error="boom", culprit=str(first))
+    assert cqueue.get(first).status is JobStatus.RETRYABLE
+    (last,) = [j for j in cqueue.claim("w3", limit=5) if j.id == spent]
+    cqueue.release_worker("w3", error="hard limit", culprit=last.id)
+    dead = cqueue.get(spent)
+    assert dead.status is JobStatus.DEAD and dead.last_error == "hard limit"
+    assert_invariants(url)
+
+
+def test_release_worker_refuses_a_culprit_that_is_not_a_job_id(queue: Queue, url: str) -> None:
+    queue.enqueue("t")
+    queue.claim("w")
+    before = table_snapshot(url)
+    with pytest.raises(InvalidArgument, match="'nope'"):
+        queue.release_worker("w", culprit="nope")
+    assert table_snapshot(url) == before
+
+
 def test_release_worker_with_an_error_text(queue: Queue) -> None:
     queue.enqueue("t")
     queue.claim("w")
@@ -268,7 +307,7 @@ def test_release_worker_finds_a_workers_jobs_through_the_lease_index(
             plan = "\n".join(
                 r[0] for r in conn.execute(
                     "EXPLAIN " + sql_postgres.JOB_RELEASE_WORKER,
-                    {"worker_id": "dead-worker", "error": "x", "now": None},
+                    {"worker_id": "dead-worker", "error": "x", "culprit": None, "now": None},
                 )
             )  # fmt: skip
     else:
@@ -280,7 +319,7 @@ def test_release_worker_finds_a_workers_jobs_through_the_lease_index(
             plan = "\n".join(
                 str(r[-1]) for r in conn.execute(
                     "EXPLAIN QUERY PLAN " + sql_sqlite.JOB_RELEASE_WORKER,
-                    {"worker_id": "dead-worker", "error": "x", "now": None},
+                    {"worker_id": "dead-worker", "error": "x", "culprit": None, "now": None},
                 )
             )  # fmt: skip
     assert "jobvisor_jobs_worker_idx" not in indexes

@@ -99,14 +99,21 @@ def test_a_sync_handler_past_its_hard_limit_is_killed_and_its_job_failed(
     pg_queue: Queue, tmp_path: Path, start_service: Callable[..., Service]
 ) -> None:
     url = pg_queue.url
+    # One worker, so that a job runs beside the overrun one when it is killed.
+    beside = pg_queue.enqueue("sleep", {"seconds": 3}, priority=1)
     overrun = pg_queue.enqueue("sync_sleep", {"seconds": 600}, max_attempts=1)
-    service = start_service(url, tmp_path)
+    service = start_service(url, tmp_path, {"JOBVISOR_WORKERS": "1"})
 
     killed = service.wait_event("worker.killed", reason="hard_limit")
     assert killed[0]["job_id"] == str(overrun)
     wait_until(lambda: job(url, overrun)["status"] == "dead", what="the job failed")
     assert "hard time limit" in str(job(url, overrun)["last_error"])
-    wait_until(lambda: len(service.live_workers()) == 2, what="the replacement")
+    # The job beside it was not at fault: back with its attempt given back,
+    # then run to the end by the replacement.
+    wait_until(lambda: job(url, beside)["status"] == "completed", what="the job beside it")
+    assert job(url, beside)["attempts"] == 1
+    assert job(url, beside)["last_error"] is None
+    wait_until(lambda: len(service.live_workers()) == 1, what="the replacement")
     assert service.stop() == 0
     assert_invariants(url)
 

@@ -529,14 +529,25 @@ def reap_expired(ctx: Ctx, *, policy: RetryPolicy | None = None) -> Plan[int]:
     return Plan(steps(), transaction=False)
 
 
-def release_worker(ctx: Ctx, worker_id: str, *, error: str | None = None) -> Plan[int]:
+def release_worker(
+    ctx: Ctx,
+    worker_id: str,
+    *,
+    error: str | None = None,
+    culprit: uuid.UUID | str | None = None,
+) -> Plan[int]:
     """Requeue at once every job `worker_id` still holds (its process died): due
-    now with the attempt counted, or `dead` when attempts are spent. Returns the count."""
+    now with the attempt counted, or `dead` when attempts are spent. With
+    `culprit` (the job known to have caused the death, such as one past its
+    hard time limit), only that job is charged and gets `error`; the others
+    go back to pending with their attempt given back, as `release` does.
+    Returns the count."""
     if not isinstance(worker_id, str) or not worker_id or "\x00" in worker_id:
         raise InvalidArgument(f"worker_id={worker_id!r}: expected a non-empty string")
     params = {
         "worker_id": worker_id,
         "error": _error_text("error", error or f"worker {worker_id} exited while running the job"),
+        "culprit": None if culprit is None else ctx.dialect.id(_job_id(culprit)),
         "now": ctx.now(),
     }
     sql = ctx.dialect.sql.JOB_RELEASE_WORKER

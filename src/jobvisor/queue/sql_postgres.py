@@ -172,14 +172,23 @@ JOB_REAP_EXPIRED: Final[LiteralString] = (
 )
 
 JOB_RELEASE_WORKER: Final[LiteralString] = (
-    # Every job a dead worker held: retryable now (attempt counted), or dead when spent.
+    # Every job a dead worker held: retryable now (attempt counted), or dead
+    # when spent. With a `culprit`, only that job is charged; the others were
+    # interrupted by its fault: pending now, attempts given back, error kept.
     "UPDATE jobvisor_jobs SET"
-    " status = CASE WHEN attempts >= max_attempts THEN 'dead' ELSE 'retryable' END,"
-    " run_at = CASE WHEN attempts >= max_attempts THEN run_at"
+    " status = CASE WHEN %(culprit)s::uuid IS NOT NULL AND id <> %(culprit)s::uuid"
+    "   THEN 'pending' WHEN attempts >= max_attempts THEN 'dead' ELSE 'retryable' END,"
+    " attempts = CASE WHEN %(culprit)s::uuid IS NOT NULL AND id <> %(culprit)s::uuid"
+    "   THEN attempts - 1 ELSE attempts END,"
+    " run_at = CASE WHEN attempts >= max_attempts"
+    "   AND (%(culprit)s::uuid IS NULL OR id = %(culprit)s::uuid) THEN run_at"
     "   ELSE coalesce(%(now)s::timestamptz, now()) END,"
     " finished_at = CASE WHEN attempts >= max_attempts"
+    "   AND (%(culprit)s::uuid IS NULL OR id = %(culprit)s::uuid)"
     "   THEN coalesce(%(now)s::timestamptz, now()) END,"
-    " last_error = %(error)s, claim_token = NULL, lease_expires_at = NULL"
+    " last_error = CASE WHEN %(culprit)s::uuid IS NOT NULL AND id <> %(culprit)s::uuid"
+    "   THEN last_error ELSE %(error)s END,"
+    " claim_token = NULL, lease_expires_at = NULL"
     " WHERE status = 'running' AND worker_id = %(worker_id)s"
     " RETURNING id, status"
 )

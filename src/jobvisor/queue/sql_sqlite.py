@@ -172,14 +172,21 @@ JOB_REAP_EXPIRED: Final[LiteralString] = (
 )
 
 JOB_RELEASE_WORKER: Final[LiteralString] = (
-    # Every job a dead worker held: retryable now (attempt counted), or dead when spent.
+    # Every job a dead worker held: retryable now (attempt counted), or dead
+    # when spent. With a `culprit`, only that job is charged; the others were
+    # interrupted by its fault: pending now, attempts given back, error kept.
     "UPDATE jobvisor_jobs SET"
-    " status = CASE WHEN attempts >= max_attempts THEN 'dead' ELSE 'retryable' END,"
-    " run_at = CASE WHEN attempts >= max_attempts THEN run_at"
-    "   ELSE coalesce(:now, (julianday('now') - 2440587.5) * 86400.0) END,"
-    " finished_at = CASE WHEN attempts >= max_attempts"
+    " status = CASE WHEN :culprit IS NOT NULL AND id <> :culprit THEN 'pending'"
+    "   WHEN attempts >= max_attempts THEN 'dead' ELSE 'retryable' END,"
+    " attempts = CASE WHEN :culprit IS NOT NULL AND id <> :culprit"
+    "   THEN attempts - 1 ELSE attempts END,"
+    " run_at = CASE WHEN attempts >= max_attempts AND (:culprit IS NULL OR id = :culprit)"
+    "   THEN run_at ELSE coalesce(:now, (julianday('now') - 2440587.5) * 86400.0) END,"
+    " finished_at = CASE WHEN attempts >= max_attempts AND (:culprit IS NULL OR id = :culprit)"
     "   THEN coalesce(:now, (julianday('now') - 2440587.5) * 86400.0) END,"
-    " last_error = :error, claim_token = NULL, lease_expires_at = NULL"
+    " last_error = CASE WHEN :culprit IS NOT NULL AND id <> :culprit"
+    "   THEN last_error ELSE :error END,"
+    " claim_token = NULL, lease_expires_at = NULL"
     " WHERE status = 'running' AND worker_id = :worker_id"
     " RETURNING id, status"
 )

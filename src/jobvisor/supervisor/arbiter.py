@@ -22,7 +22,9 @@ State: RUNNING → STOPPING → STOPPED. Nothing is started once STOPPING.
 - Requeue at once. When any worker has exited, its jobs are handed back with
   `release_worker` (attempt counted: a job that kills its worker ends `dead`
   after `max_attempts`), right after the exit is reaped, so nothing waits for
-  the lease to expire and no live process can still complete them.
+  the lease to expire and no live process can still complete them. When the
+  supervisor killed it for a job past its hard limit, that job alone is
+  charged; the jobs beside it get their attempt back.
 - Boot failures halt. A worker that exits with `EXIT_BOOT_FAILED` or
   `EXIT_CONFIG` before saying `ready` cannot work; restarting it would be a
   fork storm, so the supervisor stops with that code. More than
@@ -632,7 +634,7 @@ class Supervisor:
         else:
             log.error("worker.exited", error=worker.fatal_error, **fields)
         cause = worker.kill_cause or f"worker {worker.worker_id} exited ({exit_text})"
-        requeue = self._requeue(worker, cause)
+        requeue = self._requeue(worker, cause, culprit=worker.culprit)
 
         slot = next((s for s in self.slots if s.worker is worker), None)
         if slot is not None:
@@ -709,23 +711,28 @@ class Supervisor:
         slot.respawn_at = now + delay
         log.info("worker.restart_scheduled", slot=slot.index, delay=round(delay, 3))
 
-    def _requeue(self, worker: WorkerProcess, error: str) -> asyncio.Task[int | None]:
-        task = asyncio.create_task(self._requeue_jobs(worker.worker_id, error))
+    def _requeue(
+        self, worker: WorkerProcess, error: str, *, culprit: str | None = None
+    ) -> asyncio.Task[int | None]:
+        task = asyncio.create_task(self._requeue_jobs(worker.worker_id, error, culprit))
         self._requeues.add(task)
         task.add_done_callback(self._requeues.discard)
         return task
 
-    async def _requeue_jobs(self, worker_id: str, error: str) -> int | None:
+    async def _requeue_jobs(self, worker_id: str, error: str, culprit: str | None) -> int | None:
         """`release_worker`, retried while the database is away; the lease
-        reaper is the fallback if it stays away. Returns how many jobs the
-        worker held, or None when the database could not say."""
+        reaper is the fallback if it stays away. With a `culprit` (the job past
+        its hard limit), only that job is charged; the jobs beside it go back
+        with their attempt given back. Returns how many jobs the worker held,
+        or None when the database could not say."""
         assert self.queue is not None
         give_up_at = time.monotonic() + REQUEUE_PATIENCE
         delay = 0.2
         while True:
             try:
                 count = await asyncio.wait_for(
-                    self.queue.release_worker(worker_id, error=error), REQUEUE_TIMEOUT
+                    self.queue.release_worker(worker_id, error=error, culprit=culprit),
+                    REQUEUE_TIMEOUT,
                 )
             except Exception as exc:
                 if time.monotonic() + delay > give_up_at or self.state is State.STOPPED:
@@ -775,6 +782,7 @@ class Supervisor:
             if overdue:
                 job_id = overdue[0]
                 limit = worker.hard_limits.get(job_id, 0.0)
+                worker.culprit = job_id
                 self._abort(
                     worker,
                     "hard_limit",

@@ -58,6 +58,8 @@ class WorkerProcess:
     # SIGKILL follows the SIGABRT.
     kill_reason: str | None = None
     kill_cause: str | None = None
+    # The job that got the worker killed (past its hard time limit), if one did.
+    culprit: str | None = None
     sigkill_at: float | None = None
     sigkilled: bool = False
     # The signal the parent sent to stop it (SIGTERM: drain, SIGQUIT: at once)
