@@ -92,8 +92,13 @@ class JsonFormatter(logging.Formatter):
         return json.dumps(out, default=str)
 
 
+LIBRARY_LEVEL = logging.WARNING  # what the libraries (psycopg's pool, asyncio) may log
+
+
 def setup_logging(fmt: str = "auto", level: str = "info", stream: TextIO | None = None) -> None:
-    """Send jobvisor's events to `stream` (stderr) as text or JSON lines.
+    """Send jobvisor's events to `stream` (stderr) as text or JSON lines, and
+    the libraries' warnings and errors in the same format (a JSON log stays
+    one object per line).
 
     `auto` picks text on a terminal and JSON otherwise."""
     stream = stream or sys.stderr
@@ -101,7 +106,10 @@ def setup_logging(fmt: str = "auto", level: str = "info", stream: TextIO | None 
         fmt = "text" if stream.isatty() else "json"
     handler = logging.StreamHandler(stream)
     handler.setFormatter(JsonFormatter() if fmt == "json" else TextFormatter())
-    root = logging.getLogger(_ROOT)
+    ours = logging.getLogger(_ROOT)
+    ours.handlers[:] = [handler]
+    ours.setLevel(level.upper())
+    ours.propagate = False
+    root = logging.getLogger()
     root.handlers[:] = [handler]
-    root.setLevel(level.upper())
-    root.propagate = False
+    root.setLevel(LIBRARY_LEVEL)
