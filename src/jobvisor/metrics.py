@@ -194,11 +194,11 @@ class Metrics:
         `hard_limit` (a job overran its hard time limit) or `reload` (SIGHUP)."""
         self.worker_restarts.labels(reason or "unknown").inc()
 
-    def record_reaped(self, count: int, *, queue: str = "", job_type: str = "") -> None:
-        """Expired leases the reaper took back. `reap_expired()` returns a count
-        only, so the labels are empty unless the caller knows better."""
-        if count > 0:
-            self.reaped.labels(queue, job_type).inc(count)
+    def record_reaped(self, by_type: Mapping[tuple[str, str], int]) -> None:
+        """Expired leases the reaper took back, by (queue, job type)."""
+        for (queue, job_type), count in by_type.items():
+            if count > 0:
+                self.reaped.labels(queue, job_type).inc(count)
 
     def set_workers(self, alive: int) -> None:
         self.workers.set(alive)

@@ -129,12 +129,14 @@ def test_restarts_reaps_and_workers() -> None:
     parent.record_restart("killed")
     parent.record_restart("killed")
     parent.record_restart("unresponsive")
-    parent.record_reaped(0)
-    parent.record_reaped(4)
+    parent.record_reaped({})
+    parent.record_reaped({("default", "resize"): 3, ("mail", "send"): 1})
+    parent.record_reaped({("default", "resize"): 1, ("mail", "send"): 0})
     parent.set_workers(3)
     assert value(parent, "jobvisor_worker_restarts_total", reason="killed") == 2
     assert value(parent, "jobvisor_worker_restarts_total", reason="unresponsive") == 1
-    assert value(parent, "jobvisor_jobs_reaped_total", queue="", job_type="") == 4
+    assert value(parent, "jobvisor_jobs_reaped_total", queue="default", job_type="resize") == 4
+    assert value(parent, "jobvisor_jobs_reaped_total", queue="mail", job_type="send") == 1
     assert value(parent, "jobvisor_workers") == 3
 
 

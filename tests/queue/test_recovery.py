@@ -144,6 +144,20 @@ def test_stale_and_current_claim_in_one_batch(cqueue: Queue, clock: Clock, url: 
     assert_invariants(url)
 
 
+def test_reap_expired_by_type_counts_what_it_took_back(
+    cqueue: Queue, clock: Clock, url: str
+) -> None:
+    cqueue.enqueue_many([{"job_type": "resize"}] * 2 + [{"job_type": "send", "queue": "mail"}])
+    cqueue.enqueue("resize")
+    cqueue.claim("w-gone", limit=3, lease=10)
+    cqueue.claim("w-live", lease=100)
+    assert cqueue.reap_expired_by_type() == {}
+    clock.advance(11)
+    assert cqueue.reap_expired_by_type() == {("default", "resize"): 2, ("mail", "send"): 1}
+    assert cqueue.reap_expired_by_type() == {}  # taken back once
+    assert_invariants(url)
+
+
 def test_release_worker_requeues_what_it_held(cqueue: Queue, clock: Clock, url: str) -> None:
     a = cqueue.enqueue("t", priority=3)
     b = cqueue.enqueue("t", priority=2, max_attempts=1)

@@ -4,6 +4,7 @@ the clock moved by hand; and the loop that carries on after a failure."""
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Mapping
 
 import pytest
 
@@ -32,7 +33,7 @@ def test_the_reaper_takes_back_expired_leases(queue: Queue) -> None:
     with jobvisor.connect(queue.url, clock=clock) as timed:
         timed.enqueue("noop")
         [claimed] = timed.claim("w-gone", lease=10)
-    reaped: list[int] = []
+    reaped: list[Mapping[tuple[str, str], int]] = []
 
     async def body() -> tuple[int, int]:
         async with jobvisor.connect_async(queue.url, clock=clock) as aq:
@@ -42,7 +43,7 @@ def test_the_reaper_takes_back_expired_leases(queue: Queue) -> None:
             return early, await reaper.run_once()
 
     assert run_async(body) == (0, 1)
-    assert reaped == [1]
+    assert reaped == [{("default", "noop"): 1}]
     assert queue.get(claimed.id).status is JobStatus.RETRYABLE
     assert_invariants(queue.url)
 

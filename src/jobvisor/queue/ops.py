@@ -514,6 +514,19 @@ def reap_expired(ctx: Ctx, *, policy: RetryPolicy | None = None) -> Plan[int]:
     attempts are spent. One statement guarded by the lease, so a job renewed or
     completed in between is never touched. `policy` replaces the queue's
     default backoff for types without their own. Returns how many were taken back."""
+    by_type = reap_expired_by_type(ctx, policy=policy)
+
+    def steps() -> Steps[int]:
+        return sum((yield from by_type.steps).values())
+
+    return Plan(steps(), transaction=False)
+
+
+def reap_expired_by_type(
+    ctx: Ctx, *, policy: RetryPolicy | None = None
+) -> Plan[dict[tuple[str, str], int]]:
+    """`reap_expired`, counted by (queue, job type): which handlers' jobs
+    outlive their leases (stuck, or a lease too short for them)."""
     default = policy or ctx.default_retry
     rows: list[tuple[str | None, float, float, float]] = [
         (job_type, p.base, p.cap, p.jitter) for job_type, p in sorted(ctx.retry.items())
@@ -522,9 +535,11 @@ def reap_expired(ctx: Ctx, *, policy: RetryPolicy | None = None) -> Plan[int]:
     params = {"now": ctx.now(), **ctx.dialect.policies(rows)}
     sql = ctx.dialect.sql.JOB_REAP_EXPIRED
 
-    def steps() -> Steps[int]:
-        rows = yield Stmt(sql, params, fetch="all")
-        return len(rows)
+    def steps() -> Steps[dict[tuple[str, str], int]]:
+        counts: dict[tuple[str, str], int] = {}
+        for row in (yield Stmt(sql, params, fetch="all")):
+            counts[row[2], row[3]] = counts.get((row[2], row[3]), 0) + 1
+        return counts
 
     return Plan(steps(), transaction=False)
 

@@ -168,7 +168,7 @@ JOB_REAP_EXPIRED: Final[LiteralString] = (
     " last_error = 'lease expired on worker ' || worker_id,"
     " claim_token = NULL, lease_expires_at = NULL"
     " WHERE status = 'running' AND lease_expires_at < coalesce(%(now)s::timestamptz, now())"
-    " RETURNING id, status"
+    " RETURNING id, status, queue, job_type"
 )
 
 JOB_RELEASE_WORKER: Final[LiteralString] = (

@@ -168,7 +168,7 @@ JOB_REAP_EXPIRED: Final[LiteralString] = (
     " claim_token = NULL, lease_expires_at = NULL"
     " WHERE status = 'running'"
     " AND lease_expires_at < coalesce(:now, (julianday('now') - 2440587.5) * 86400.0)"
-    " RETURNING id, status"
+    " RETURNING id, status, queue, job_type"
 )
 
 JOB_RELEASE_WORKER: Final[LiteralString] = (

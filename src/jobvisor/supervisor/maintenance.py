@@ -62,7 +62,7 @@ class LeaseReaper:
         queue: AsyncQueue,
         config: ReaperConfig,
         *,
-        on_reaped: Callable[[int], None] | None = None,
+        on_reaped: Callable[[Mapping[tuple[str, str], int]], None] | None = None,
     ) -> None:
         self.queue, self.config, self.on_reaped = queue, config, on_reaped
 
@@ -71,11 +71,13 @@ class LeaseReaper:
         return self.config.interval
 
     async def run_once(self) -> int:
-        count = await self.queue.reap_expired()
+        by_type = await self.queue.reap_expired_by_type()
+        count = sum(by_type.values())
         if count:
-            log.warning("maintenance.leases_reaped", count=count)
+            types = ",".join(sorted({job_type for _, job_type in by_type}))
+            log.warning("maintenance.leases_reaped", count=count, job_types=types)
             if self.on_reaped is not None:
-                self.on_reaped(count)
+                self.on_reaped(by_type)
         return count
 
 
