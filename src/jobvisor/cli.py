@@ -426,7 +426,9 @@ def _bulk(
         for job_id in ids:
             try:
                 action(q, job_id)
-            except JobNotFound as exc:
+            except (JobNotFound, InvalidArgument) as exc:
+                # Not dead any more, or a live job holds its dedupe key: said
+                # at the end, and the others are still done.
                 failed.append(str(exc))
                 continue
             done += 1

@@ -385,6 +385,22 @@ def test_dead_bulk_by_type_needs_yes_off_a_terminal(cli: Cli, db: Queue) -> None
     assert cli("dead", "requeue", str(broken[0]), "--type", "broken").code == 2
 
 
+def test_dead_bulk_requeue_reports_a_job_it_cannot_requeue_and_does_the_rest(
+    cli: Cli, db: Queue
+) -> None:
+    held = db.enqueue("broken", {"n": 9}, max_attempts=1, dedupe_key="report-7")
+    (job,) = db.claim("w-test", job_types=["broken"])
+    db.fail(job, RuntimeError("boom"))
+    live = db.enqueue("report", dedupe_key="report-7")  # a live job now holds the key
+    others = make_dead(db, "broken", 2)
+    result = cli("dead", "requeue", "--type", "broken", "--yes")
+    assert result.code == 1
+    assert result.out.strip() == "requeued 2 dead jobs"
+    assert f"live job {live} holds its dedupe_key='report-7'" in result.err
+    assert db.get(held).status == JobStatus.DEAD
+    assert all(db.get(i).status == JobStatus.PENDING for i in others)
+
+
 @pytest.mark.parametrize(("answer", "code"), [("n", 1), ("y", 0)])
 def test_dead_bulk_by_type_asks_on_a_terminal(cli: Cli, db: Queue, answer: str, code: int) -> None:
     ids = make_dead(db, "broken", 2)
