@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import itertools
 import signal
+import uuid
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
@@ -88,15 +89,18 @@ def assert_clean_stop(service: Service, storm: Storm) -> None:
     assert not any(is_alive(pid) for pid in spawned)
 
 
-def start_busy_service(
+def stop_a_busy_service(
     url: str, tmp_path: Path, start_service: Callable[..., Service]
-) -> tuple[Service, Enqueuer]:
-    """Three workers full of jobs of about a second, more waiting."""
+) -> tuple[Service, list[uuid.UUID], Storm]:
+    """Three workers full of jobs of about a second, more waiting, then
+    SIGTERM: the service, the ids enqueued, and a storm ready to run."""
     service = start_service(url, tmp_path, settings(JOBVISOR_WORKERS="3"))
     backlog = Enqueuer(url, batch=300, total=300, seconds=(0.3, 1.2)).start()
     service.wait_ready()
     wait_more_runs(url, 30)
-    return service, backlog
+    ids = backlog.stop()
+    service.signal(signal.SIGTERM)
+    return service, ids, Storm(service)
 
 
 @pytest.mark.timeout(180)
@@ -104,10 +108,7 @@ def test_a_sigchld_storm_during_the_drain(
     chaos_url: str, tmp_path: Path, start_service: Callable[..., Service]
 ) -> None:
     url = chaos_url
-    service, backlog = start_busy_service(url, tmp_path, start_service)
-    ids = backlog.stop()
-    service.signal(signal.SIGTERM)
-    storm = Storm(service)
+    service, ids, storm = stop_a_busy_service(url, tmp_path, start_service)
     assert storm.run([signal.SIGCHLD]) == 0
 
     assert_clean_stop(service, storm)
@@ -125,10 +126,7 @@ def test_a_sigterm_sigint_and_sigchld_storm_during_shutdown(
     chaos_url: str, tmp_path: Path, start_service: Callable[..., Service]
 ) -> None:
     url = chaos_url
-    service, backlog = start_busy_service(url, tmp_path, start_service)
-    ids = backlog.stop()
-    service.signal(signal.SIGTERM)
-    storm = Storm(service)
+    service, ids, storm = stop_a_busy_service(url, tmp_path, start_service)
     # The stop only gets harder (the third stop signal kills the workers),
     # and is still a stop the operator asked for: exit 0.
     assert storm.run([signal.SIGTERM, signal.SIGINT, signal.SIGCHLD]) == 0

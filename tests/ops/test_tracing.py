@@ -13,6 +13,7 @@ import pytest
 
 from jobvisor import tracing
 from jobvisor.queue.model import Job, JobStatus
+from tests.no_otel import BLOCK_OPENTELEMETRY
 
 pytest.importorskip("opentelemetry.sdk", reason="the dev extra installs opentelemetry-sdk")
 
@@ -103,17 +104,9 @@ def test_inject_without_an_active_span_records_nothing() -> None:
 
 
 def test_without_the_extra_nothing_is_imported_and_nothing_changes() -> None:
-    script = textwrap.dedent(
+    script = BLOCK_OPENTELEMETRY + textwrap.dedent(
         """
-        import sys, datetime as dt, uuid
-
-        class Block:
-            def find_spec(self, name, path=None, target=None):
-                if name == "opentelemetry" or name.startswith("opentelemetry."):
-                    raise ModuleNotFoundError(name)
-                return None
-
-        sys.meta_path.insert(0, Block())
+        import datetime as dt, uuid
         import jobvisor, jobvisor.cli, jobvisor.metrics, jobvisor.http
         from jobvisor import tracing
         from jobvisor.queue.model import Job, JobStatus

@@ -14,23 +14,14 @@ import psycopg
 
 from jobvisor.queue.api import parse_url
 from tests.invariants import assert_invariants
+from tests.no_otel import BLOCK_OPENTELEMETRY
 
 from .helpers import DEADLINE
 
 ROOT = Path(__file__).resolve().parents[2]
 
-SCRIPT = textwrap.dedent(
+SCRIPT = BLOCK_OPENTELEMETRY + textwrap.dedent(
     """
-    import sys
-
-    class Block:
-        def find_spec(self, name, path=None, target=None):
-            if name == "opentelemetry" or name.startswith("opentelemetry."):
-                raise ModuleNotFoundError(name)
-            return None
-
-    sys.meta_path.insert(0, Block())
-
     import jobvisor
     from jobvisor import Registry, tracing
     from tests.tracing.helpers import run_worker
