@@ -406,22 +406,30 @@ def _bulk(
     *,
     verb: str,
     action: Callable[[Queue, uuid.UUID], None],
+    of_type: Callable[[Queue, str], int] | None = None,
 ) -> int:
     """Requeue or discard dead jobs by id, or every dead job of a type after
-    a confirmation that shows how many."""
+    a confirmation that shows how many (`of_type` does a whole type at once,
+    where the operation can)."""
     if bool(args.ids) == bool(args.type):
         raise UsageError("give job ids or --type TYPE (one of them)")
+    past = "requeued" if verb == "requeue" else "discarded"
     with _queue(config) as q:
         if args.ids:
             ids = [_job_id(text) for text in args.ids]
         else:
-            ids = [j.id for j in q.dead.list(2**31 - 1, job_type=args.type)]
-            if not ids:
+            count = q.dead.count(job_type=args.type)
+            if not count:
                 print(f"no dead jobs of type {args.type!r}")
                 return EXIT_OK
-            what = f"{len(ids)} dead job{'s' if len(ids) != 1 else ''} of type {args.type!r}"
+            what = f"{count} dead job{'s' if count != 1 else ''} of type {args.type!r}"
             if not args.yes:
                 _confirm(f"{verb.capitalize()} {what}?", what=what, verb=verb)
+            if of_type is not None:
+                done = of_type(q, args.type)
+                print(f"{past} {done} dead job{'s' if done != 1 else ''}")
+                return EXIT_OK
+            ids = [j.id for j in q.dead.list(2**31 - 1, job_type=args.type)]
         done, failed = 0, []
         for job_id in ids:
             try:
@@ -432,7 +440,6 @@ def _bulk(
                 failed.append(str(exc))
                 continue
             done += 1
-    past = "requeued" if verb == "requeue" else "discarded"
     print(f"{past} {done} dead job{'s' if done != 1 else ''}")
     for message in failed:
         print(f"jobvisor dead {verb}: {message}", file=sys.stderr)
@@ -463,7 +470,8 @@ def cmd_dead_requeue(args: argparse.Namespace, config: Config) -> int:
 
 
 def cmd_dead_discard(args: argparse.Namespace, config: Config) -> int:
-    return _bulk(args, config, verb="discard", action=lambda q, i: q.dead.discard(i))
+    return _bulk(args, config, verb="discard", action=lambda q, i: q.dead.discard(i),
+                 of_type=lambda q, t: q.dead.discard_type(t))  # fmt: skip
 
 
 def cmd_cancel(args: argparse.Namespace, config: Config) -> int:

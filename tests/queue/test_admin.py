@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import datetime as dt
+import re
 import uuid
+from collections.abc import Callable
 
 import pytest
 
@@ -200,6 +202,44 @@ def test_dead_requeue_when_a_live_job_holds_the_dedupe_key(queue: Queue, url: st
     assert str(live) in str(info.value)
     assert queue.get(job.id).status is JobStatus.DEAD
     assert_invariants(url)
+
+
+def test_dead_jobs_of_a_type_counted_and_discarded_in_batches(queue: Queue, url: str) -> None:
+    doomed = _finish(queue, "dead", 5, job_type="broken")
+    kept = _finish(queue, "dead", 2, job_type="other")
+    done = _finish(queue, "completed", 1, job_type="broken")
+    alive = queue.enqueue("broken")
+    assert queue.dead.count(job_type="broken") == 5
+    assert queue.dead.count(job_type="other") == 2 and queue.dead.count() == 7
+    assert queue.dead.count(job_type="nothing") == 0
+
+    assert queue.dead.discard_type("broken", batch_size=2) == 5  # batches of 2, 2 and 1
+    for jid in doomed:
+        with pytest.raises(JobNotFound):
+            queue.get(jid)
+    assert [queue.get(i).status for i in kept] == [JobStatus.DEAD] * 2
+    assert queue.get(done[0]).status is JobStatus.COMPLETED  # only dead jobs go
+    assert queue.get(alive).status is JobStatus.PENDING
+    assert queue.dead.discard_type("broken") == 0
+    assert_invariants(url)
+
+
+@pytest.mark.parametrize(
+    ("call", "named"),
+    [
+        (lambda q: q.dead.discard_type(""), "job_type=''"),
+        (lambda q: q.dead.discard_type(None), "job_type=None"),
+        (lambda q: q.dead.discard_type("t", batch_size=0), "batch_size=0"),
+        (lambda q: q.dead.count(job_type=""), "job_type=''"),
+    ],
+)
+def test_dead_of_a_type_refuses_bad_arguments(
+    queue: Queue, call: Callable[[Queue], object], named: str
+) -> None:
+    (dead,) = _finish(queue, "dead")
+    with pytest.raises(InvalidArgument, match=re.escape(named)):
+        call(queue)
+    assert queue.get(dead).status is JobStatus.DEAD
 
 
 def test_cancel(cqueue: Queue, clock: Clock, url: str) -> None:

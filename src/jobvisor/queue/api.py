@@ -71,6 +71,7 @@ class DeadJobs(_SyncBound):
     get = _sync(ops.dead_get)
     requeue = _sync(ops.dead_requeue)
     discard = _sync(ops.dead_discard)
+    discard_type = _sync(ops.dead_discard_type)
 
 
 class AsyncDeadJobs(_AsyncBound):
@@ -84,6 +85,7 @@ class AsyncDeadJobs(_AsyncBound):
     get = _async(ops.dead_get)
     requeue = _async(ops.dead_requeue)
     discard = _async(ops.dead_discard)
+    discard_type = _async(ops.dead_discard_type)
 
 
 class Queue(_SyncBound):

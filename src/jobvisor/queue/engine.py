@@ -103,6 +103,7 @@ class SqlSet(Protocol):
     JOB_COUNT_BY_STATUS: str
     JOB_REQUEUE_DEAD: str
     JOB_DELETE_DEAD: str
+    JOB_DELETE_DEAD_OF_TYPE: str
     JOB_CANCEL: str
     JOB_STATUS: str
     LEADER_ATTEMPT_ELECT: str

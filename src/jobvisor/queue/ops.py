@@ -699,12 +699,19 @@ def dead_list(
     return Plan(steps(), write=False, transaction=False)
 
 
-def dead_count(ctx: Ctx) -> Plan[int]:
-    """How many jobs are dead."""
+def _job_type_filter(job_type: str | None) -> str | None:
+    if job_type is not None and (not isinstance(job_type, str) or not job_type):
+        raise InvalidArgument(f"job_type={job_type!r}: expected a non-empty string or None")
+    return job_type
+
+
+def dead_count(ctx: Ctx, *, job_type: str | None = None) -> Plan[int]:
+    """How many jobs are dead (of `job_type`, if given)."""
     sql = ctx.dialect.sql.JOB_COUNT_BY_STATUS
+    params = {"status": JobStatus.DEAD.value, "job_type": _job_type_filter(job_type)}
 
     def steps() -> Steps[int]:
-        row = yield Stmt(sql, {"status": JobStatus.DEAD.value}, fetch="one")
+        row = yield Stmt(sql, params, fetch="one")
         return int(row[0])
 
     return Plan(steps(), write=False, transaction=False)
@@ -765,6 +772,31 @@ def dead_discard(ctx: Ctx, job_id: uuid.UUID | str) -> Plan[None]:
             yield from _refused(ctx, jid, "dead")
 
     return Plan(steps())
+
+
+def dead_discard_type(
+    ctx: Ctx, job_type: str, *, batch_size: int = DEFAULT_CLEANUP_BATCH
+) -> Plan[int]:
+    """Delete every dead job of `job_type` for good, in batches of
+    `batch_size` (each its own transaction, as cleanup does). Returns how
+    many were deleted."""
+    if _job_type_filter(job_type) is None:
+        raise InvalidArgument("job_type=None: expected a non-empty string")
+    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+        raise InvalidArgument(f"batch_size={batch_size!r}: expected an integer >= 1")
+    sql = ctx.dialect.sql.JOB_DELETE_DEAD_OF_TYPE
+    params = {"job_type": job_type, "limit": batch_size}
+
+    def steps() -> Steps[int]:
+        total = 0
+        while True:
+            deleted: int = yield Stmt(sql, params)
+            total += deleted
+            yield COMMIT
+            if deleted < batch_size:
+                return total
+
+    return Plan(steps(), transaction=False)
 
 
 # --- leadership ---------------------------------------------------------------

@@ -231,8 +231,9 @@ JOB_LIST_BY_STATUS: Final[LiteralString] = (
 )
 
 JOB_COUNT_BY_STATUS: Final[LiteralString] = (
-    # How many jobs have one status.
+    # How many jobs have one status (of one job type, if given).
     "SELECT count(*) FROM jobvisor_jobs WHERE status = %(status)s"
+    " AND (%(job_type)s::text IS NULL OR job_type = %(job_type)s::text)"
 )
 
 JOB_REQUEUE_DEAD: Final[LiteralString] = (
@@ -248,6 +249,13 @@ JOB_REQUEUE_DEAD: Final[LiteralString] = (
 JOB_DELETE_DEAD: Final[LiteralString] = (
     # Discard one dead job.
     "DELETE FROM jobvisor_jobs WHERE id = %(id)s AND status = 'dead' RETURNING id"
+)
+
+JOB_DELETE_DEAD_OF_TYPE: Final[LiteralString] = (
+    # Discard one batch of the dead jobs of a job type.
+    "DELETE FROM jobvisor_jobs WHERE id IN ("
+    " SELECT id FROM jobvisor_jobs WHERE status = 'dead' AND job_type = %(job_type)s"
+    " LIMIT %(limit)s FOR UPDATE SKIP LOCKED)"
 )
 
 JOB_CANCEL: Final[LiteralString] = (

@@ -228,8 +228,9 @@ JOB_LIST_BY_STATUS: Final[LiteralString] = (
 )
 
 JOB_COUNT_BY_STATUS: Final[LiteralString] = (
-    # How many jobs have one status.
+    # How many jobs have one status (of one job type, if given).
     "SELECT count(*) FROM jobvisor_jobs WHERE status = :status"
+    " AND (:job_type IS NULL OR job_type = :job_type)"
 )
 
 JOB_REQUEUE_DEAD: Final[LiteralString] = (
@@ -245,6 +246,13 @@ JOB_REQUEUE_DEAD: Final[LiteralString] = (
 JOB_DELETE_DEAD: Final[LiteralString] = (
     # Discard one dead job.
     "DELETE FROM jobvisor_jobs WHERE id = :id AND status = 'dead' RETURNING id"
+)
+
+JOB_DELETE_DEAD_OF_TYPE: Final[LiteralString] = (
+    # Discard one batch of the dead jobs of a job type.
+    "DELETE FROM jobvisor_jobs WHERE id IN ("
+    " SELECT id FROM jobvisor_jobs WHERE status = 'dead' AND job_type = :job_type"
+    " LIMIT :limit)"
 )
 
 JOB_CANCEL: Final[LiteralString] = (
