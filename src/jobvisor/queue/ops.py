@@ -603,24 +603,35 @@ def cleanup(
     else:
         age = _seconds("older_than", older_than)
         ages = {s: age for s in sorted(TERMINAL)}
-    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
-        raise InvalidArgument(f"batch_size={batch_size!r}: expected an integer >= 1")
+    _check_batch_size(batch_size)
     sql = ctx.dialect.sql.JOB_DELETE_FINISHED
     now = ctx.now()
 
     def steps() -> Steps[int]:
         total = 0
         for status, age in ages.items():
-            while True:
-                params = {"status": status.value, "age": age, "limit": batch_size, "now": now}
-                deleted: int = yield Stmt(sql, params)
-                total += deleted
-                yield COMMIT
-                if deleted < batch_size:
-                    break
+            params = {"status": status.value, "age": age, "limit": batch_size, "now": now}
+            total += yield from _delete_in_batches(sql, params, batch_size)
         return total
 
     return Plan(steps(), transaction=False)
+
+
+def _check_batch_size(batch_size: int) -> None:
+    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+        raise InvalidArgument(f"batch_size={batch_size!r}: expected an integer >= 1")
+
+
+def _delete_in_batches(sql: str, params: dict[str, Any], batch_size: int) -> Steps[int]:
+    """Run a DELETE of at most `batch_size` rows until it deletes fewer, each
+    batch committed on its own (no long lock); returns how many went."""
+    total = 0
+    while True:
+        deleted: int = yield Stmt(sql, params)
+        total += deleted
+        yield COMMIT
+        if deleted < batch_size:
+            return total
 
 
 def summary(ctx: Ctx) -> Plan[Summary]:
@@ -782,21 +793,10 @@ def dead_discard_type(
     many were deleted."""
     if _job_type_filter(job_type) is None:
         raise InvalidArgument("job_type=None: expected a non-empty string")
-    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
-        raise InvalidArgument(f"batch_size={batch_size!r}: expected an integer >= 1")
-    sql = ctx.dialect.sql.JOB_DELETE_DEAD_OF_TYPE
+    _check_batch_size(batch_size)
     params = {"job_type": job_type, "limit": batch_size}
-
-    def steps() -> Steps[int]:
-        total = 0
-        while True:
-            deleted: int = yield Stmt(sql, params)
-            total += deleted
-            yield COMMIT
-            if deleted < batch_size:
-                return total
-
-    return Plan(steps(), transaction=False)
+    steps = _delete_in_batches(ctx.dialect.sql.JOB_DELETE_DEAD_OF_TYPE, params, batch_size)
+    return Plan(steps, transaction=False)
 
 
 # --- leadership ---------------------------------------------------------------
