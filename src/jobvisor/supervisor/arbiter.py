@@ -538,7 +538,7 @@ class Supervisor:
     def _spawn_into(self, slot: Slot) -> None:
         worker = self._spawn(slot.index)
         if worker is None:
-            self._crashed(slot, None)
+            self._crashed(slot)
             return
         slot.worker = worker
 
@@ -634,7 +634,7 @@ class Supervisor:
         else:
             log.error("worker.exited", error=worker.fatal_error, **fields)
         cause = worker.kill_cause or f"worker {worker.worker_id} exited ({exit_text})"
-        requeue = self._requeue(worker, cause, culprit=worker.culprit)
+        requeue = self._requeue(worker, cause)
 
         slot = next((s for s in self.slots if s.worker is worker), None)
         if slot is not None:
@@ -656,7 +656,7 @@ class Supervisor:
         if worker.ready_at is not None and now - worker.ready_at >= STABLE_UPTIME:
             slot.failures = 0
         if not worker.ready:
-            self._crashed(slot, worker)
+            self._crashed(slot)
             return
         # Booted, then died: charged to the service only if it held no job
         # (known once release_worker has answered; a failed requeue counts).
@@ -678,7 +678,7 @@ class Supervisor:
             return worker.kill_reason
         return "killed" if code < 0 else "crashed"
 
-    def _crashed(self, slot: Slot, worker: WorkerProcess | None) -> None:
+    def _crashed(self, slot: Slot) -> None:
         """Count an unexpected exit (or failed spawn) and plan the slot's restart,
         unless there have been too many."""
         if self._charge_crash():
@@ -711,10 +711,8 @@ class Supervisor:
         slot.respawn_at = now + delay
         log.info("worker.restart_scheduled", slot=slot.index, delay=round(delay, 3))
 
-    def _requeue(
-        self, worker: WorkerProcess, error: str, *, culprit: str | None = None
-    ) -> asyncio.Task[int | None]:
-        task = asyncio.create_task(self._requeue_jobs(worker.worker_id, error, culprit))
+    def _requeue(self, worker: WorkerProcess, error: str) -> asyncio.Task[int | None]:
+        task = asyncio.create_task(self._requeue_jobs(worker.worker_id, error, worker.culprit))
         self._requeues.add(task)
         task.add_done_callback(self._requeues.discard)
         return task
