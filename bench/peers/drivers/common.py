@@ -112,23 +112,17 @@ def count(dsn: str, sql: str) -> int:
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 
 
-def _proc_stat(pid: str) -> tuple[int, float] | None:
-    """(parent pid, user + system CPU seconds) of a live process, from /proc."""
+def _proc_stat(pid: str) -> tuple[str, int, float] | None:
+    """(command name, parent pid, user + system CPU seconds) of a live
+    process, from /proc/<pid>/stat."""
     try:
         with open(f"/proc/{pid}/stat", "rb") as f:
             stat = f.read().decode()
     except OSError:
         return None
+    comm = stat[stat.index("(") + 1 : stat.rindex(")")]
     fields = stat[stat.rindex(")") + 2 :].split()  # after "pid (comm) "
-    return int(fields[1]), (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
-
-
-def _comm(pid: str) -> str:
-    try:
-        with open(f"/proc/{pid}/comm") as f:
-            return f.read().strip()
-    except OSError:
-        return ""
+    return comm, int(fields[1]), (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
 
 
 def cpu_split(workers: Workers) -> dict[str, float] | None:
@@ -147,9 +141,9 @@ def cpu_split(workers: Workers) -> dict[str, float] | None:
         got = _proc_stat(entry)
         if got is None:
             continue
-        parents[int(entry)], cpu[int(entry)] = got
-        if _comm(entry) == "postgres":
-            database += got[1]
+        comm, parents[int(entry)], cpu[int(entry)] = got
+        if comm == "postgres":
+            database += cpu[int(entry)]
     roots = {proc.pid for proc in workers.procs}
 
     def in_peer(pid: int) -> bool:
