@@ -406,17 +406,19 @@ def _bulk(
     *,
     verb: str,
     action: Callable[[Queue, uuid.UUID], None],
-    of_type: Callable[[Queue, str], int] | None = None,
+    of_type: Callable[[Queue, str], tuple[int, Sequence[uuid.UUID]]],
 ) -> int:
     """Requeue or discard dead jobs by id, or every dead job of a type after
-    a confirmation that shows how many (`of_type` does a whole type at once,
-    where the operation can)."""
+    a confirmation that shows how many. `of_type` does a whole type at once
+    and returns how many it did and the ids it left, which are tried one by
+    one so that each refusal is named."""
     if bool(args.ids) == bool(args.type):
         raise UsageError("give job ids or --type TYPE (one of them)")
     past = "requeued" if verb == "requeue" else "discarded"
     with _queue(config) as q:
+        done = 0
         if args.ids:
-            ids = [_job_id(text) for text in args.ids]
+            ids: Sequence[uuid.UUID] = [_job_id(text) for text in args.ids]
         else:
             count = q.dead.count(job_type=args.type)
             if not count:
@@ -425,12 +427,8 @@ def _bulk(
             what = f"{count} dead job{'s' if count != 1 else ''} of type {args.type!r}"
             if not args.yes:
                 _confirm(f"{verb.capitalize()} {what}?", what=what, verb=verb)
-            if of_type is not None:
-                done = of_type(q, args.type)
-                print(f"{past} {done} dead job{'s' if done != 1 else ''}")
-                return EXIT_OK
-            ids = [j.id for j in q.dead.list(2**31 - 1, job_type=args.type)]
-        done, failed = 0, []
+            done, ids = of_type(q, args.type)
+        failed = []
         for job_id in ids:
             try:
                 action(q, job_id)
@@ -466,12 +464,17 @@ def _confirm(question: str, *, what: str, verb: str) -> None:
 
 
 def cmd_dead_requeue(args: argparse.Namespace, config: Config) -> int:
-    return _bulk(args, config, verb="requeue", action=lambda q, i: q.dead.requeue(i))
+    def of_type(q: Queue, job_type: str) -> tuple[int, Sequence[uuid.UUID]]:
+        result = q.dead.requeue_type(job_type)
+        return result.requeued, result.held
+
+    return _bulk(args, config, verb="requeue", action=lambda q, i: q.dead.requeue(i),
+                 of_type=of_type)  # fmt: skip
 
 
 def cmd_dead_discard(args: argparse.Namespace, config: Config) -> int:
     return _bulk(args, config, verb="discard", action=lambda q, i: q.dead.discard(i),
-                 of_type=lambda q, t: q.dead.discard_type(t))  # fmt: skip
+                 of_type=lambda q, t: (q.dead.discard_type(t), ()))  # fmt: skip
 
 
 def cmd_cancel(args: argparse.Namespace, config: Config) -> int:

@@ -10,6 +10,7 @@ from collections.abc import Callable
 import pytest
 
 from jobvisor import InvalidArgument, JobNotFound, JobStatus, Queue
+from jobvisor.queue import TypeRequeue
 from tests.invariants import assert_invariants, status_counts
 from tests.queue.helpers import Clock, close_to, row_count
 
@@ -224,6 +225,39 @@ def test_dead_jobs_of_a_type_counted_and_discarded_in_batches(queue: Queue, url:
     assert_invariants(url)
 
 
+def test_dead_jobs_of_a_type_requeued_in_batches(queue: Queue, url: str) -> None:
+    plain = _finish(queue, "dead", 5, job_type="broken")
+    queue.enqueue("broken", dedupe_key="free", max_attempts=1)
+    queue.enqueue("broken", dedupe_key="taken", max_attempts=1)
+    keyed = {j.dedupe_key: j for j in queue.claim("w", limit=2, job_types=["broken"])}
+    for job in keyed.values():
+        queue.fail(job, "no more")
+    live = queue.enqueue("report", dedupe_key="taken")  # holds the key of a dead job
+    kept = _finish(queue, "dead", 2, job_type="other")
+    done = _finish(queue, "completed", 1, job_type="broken")
+    later = dt.datetime.now(dt.UTC) + dt.timedelta(hours=1)
+
+    result = queue.dead.requeue_type("broken", run_at=later, batch_size=2)  # batches 2, 2, 1
+    assert result == TypeRequeue(requeued=6, held=(keyed["taken"].id,))
+    for jid in [*plain, keyed["free"].id]:
+        job = queue.get(jid)
+        assert job.status is JobStatus.PENDING and job.attempts == 0
+        assert job.finished_at is None and close_to(job.run_at, later)
+    assert queue.get(keyed["taken"].id).status is JobStatus.DEAD
+    assert queue.get(live).status is JobStatus.PENDING
+    assert [queue.get(i).status for i in kept] == [JobStatus.DEAD] * 2  # other types stay
+    assert queue.get(done[0]).status is JobStatus.COMPLETED  # only dead jobs move
+    assert queue.dead.requeue_type("broken") == TypeRequeue(requeued=0, held=(keyed["taken"].id,))
+    assert_invariants(url)
+
+
+def test_dead_jobs_of_a_type_requeued_now_are_claimable(queue: Queue, url: str) -> None:
+    ids = _finish(queue, "dead", 3, job_type="broken")
+    assert queue.dead.requeue_type("broken").requeued == 3
+    assert sorted(j.id for j in queue.claim("w", limit=5)) == sorted(ids)
+    assert_invariants(url)
+
+
 @pytest.mark.parametrize(
     ("call", "named"),
     [
@@ -231,6 +265,9 @@ def test_dead_jobs_of_a_type_counted_and_discarded_in_batches(queue: Queue, url:
         (lambda q: q.dead.discard_type(None), "job_type=None"),
         (lambda q: q.dead.discard_type("t", batch_size=0), "batch_size=0"),
         (lambda q: q.dead.count(job_type=""), "job_type=''"),
+        (lambda q: q.dead.requeue_type(""), "job_type=''"),
+        (lambda q: q.dead.requeue_type("t", batch_size=0), "batch_size=0"),
+        (lambda q: q.dead.requeue_type("t", run_at=dt.datetime(2030, 1, 1)), "run_at="),
     ],
 )
 def test_dead_of_a_type_refuses_bad_arguments(

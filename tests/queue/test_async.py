@@ -11,6 +11,7 @@ import pytest
 
 import jobvisor
 from jobvisor import AsyncQueue, JobNotFound, JobStatus, LeaseLost
+from jobvisor.queue import TypeRequeue
 from tests.conftest import run_with
 from tests.invariants import assert_invariants, status_counts
 from tests.queue.helpers import Clock
@@ -44,6 +45,7 @@ def test_async_round_trip(aqueue: AsyncQueue, url: str) -> None:
         assert (await q.dead.get(bad)).last_error == "nope"
         await q.dead.requeue(bad)
         assert (await q.get(bad)).status is JobStatus.PENDING
+        assert await q.dead.requeue_type("email") == TypeRequeue(requeued=0)
         await q.cancel(bad)
         with pytest.raises(JobNotFound):
             await q.dead.discard(bad)

@@ -3,7 +3,7 @@
 from .api import AsyncQueue, Queue, connect, connect_async, redact_url
 from .correlation import correlation_scope, current_correlation_id
 from .errors import InvalidArgument, JobNotFound, JobvisorError, LeaseLost, MissingCorrelationId
-from .model import Job, JobStatus, NewJob, RetryPolicy, Summary
+from .model import Job, JobStatus, NewJob, RetryPolicy, Summary, TypeRequeue
 
 __all__ = [
     "AsyncQueue",
@@ -18,6 +18,7 @@ __all__ = [
     "Queue",
     "RetryPolicy",
     "Summary",
+    "TypeRequeue",
     "connect",
     "connect_async",
     "correlation_scope",

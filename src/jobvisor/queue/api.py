@@ -70,6 +70,7 @@ class DeadJobs(_SyncBound):
     count = _sync(ops.dead_count)
     get = _sync(ops.dead_get)
     requeue = _sync(ops.dead_requeue)
+    requeue_type = _sync(ops.dead_requeue_type)
     discard = _sync(ops.dead_discard)
     discard_type = _sync(ops.dead_discard_type)
 
@@ -84,6 +85,7 @@ class AsyncDeadJobs(_AsyncBound):
     count = _async(ops.dead_count)
     get = _async(ops.dead_get)
     requeue = _async(ops.dead_requeue)
+    requeue_type = _async(ops.dead_requeue_type)
     discard = _async(ops.dead_discard)
     discard_type = _async(ops.dead_discard_type)
 

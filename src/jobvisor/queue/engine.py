@@ -102,6 +102,8 @@ class SqlSet(Protocol):
     JOB_LIST_BY_STATUS: str
     JOB_COUNT_BY_STATUS: str
     JOB_REQUEUE_DEAD: str
+    JOB_REQUEUE_DEAD_OF_TYPE: str
+    JOB_DEAD_WITH_DEDUPE_KEY_OF_TYPE: str
     JOB_DELETE_DEAD: str
     JOB_DELETE_DEAD_OF_TYPE: str
     JOB_CANCEL: str

@@ -231,6 +231,15 @@ def _short(value: Any) -> str:
     return text if len(text) <= 80 else text[:77] + "..."
 
 
+@dataclasses.dataclass(frozen=True, slots=True)
+class TypeRequeue:
+    """What `dead.requeue_type` did: how many dead jobs went back to pending,
+    and the ids of those it left dead because a live job holds their dedupe key."""
+
+    requeued: int
+    held: tuple[uuid.UUID, ...] = ()
+
+
 @dataclasses.dataclass(frozen=True, slots=True, order=True)
 class SummaryRow:
     queue: str

@@ -31,6 +31,7 @@ from .model import (
     RetryPolicy,
     Summary,
     SummaryRow,
+    TypeRequeue,
 )
 
 DEFAULT_LEASE = 30.0
@@ -741,14 +742,18 @@ def dead_get(ctx: Ctx, job_id: uuid.UUID | str) -> Plan[Job]:
     return Plan(steps(), write=False, transaction=False)
 
 
+def _check_run_at(run_at: dt.datetime | None) -> None:
+    if run_at is not None and (not isinstance(run_at, dt.datetime) or run_at.tzinfo is None):
+        raise InvalidArgument(f"run_at={run_at!r}: expected a timezone-aware datetime")
+
+
 def dead_requeue(
     ctx: Ctx, job_id: uuid.UUID | str, run_at: dt.datetime | None = None
 ) -> Plan[None]:
     """A dead job back to pending with its attempts reset, due at `run_at` or now.
     `InvalidArgument` (nothing changed) if a live job now holds its dedupe key."""
     jid = _job_id(job_id)
-    if run_at is not None and (not isinstance(run_at, dt.datetime) or run_at.tzinfo is None):
-        raise InvalidArgument(f"run_at={run_at!r}: expected a timezone-aware datetime")
+    _check_run_at(run_at)
     d = ctx.dialect
     params = {"id": d.id(jid), "run_at": d.time(run_at), "now": ctx.now()}
 
@@ -770,6 +775,57 @@ def dead_requeue(
             yield Stmt(d.sql.JOB_NOTIFY, {"queue": row[0]}, fetch="all")
 
     return Plan(steps())
+
+
+def dead_requeue_type(
+    ctx: Ctx,
+    job_type: str,
+    *,
+    run_at: dt.datetime | None = None,
+    batch_size: int = DEFAULT_CLEANUP_BATCH,
+) -> Plan[TypeRequeue]:
+    """Every dead job of `job_type` back to pending with its attempts reset,
+    due at `run_at` or now. Jobs without a dedupe key go in batches of
+    `batch_size`, one statement and one commit each; those with one go one by
+    one, and a job whose key a live job holds stays dead (its id is in the
+    result's `held`). A job that dies while this runs may be requeued too."""
+    if _job_type_filter(job_type) is None:
+        raise InvalidArgument("job_type=None: expected a non-empty string")
+    _check_run_at(run_at)
+    _check_batch_size(batch_size)
+    d = ctx.dialect
+    when = {"run_at": d.time(run_at), "now": ctx.now()}
+
+    def steps() -> Steps[TypeRequeue]:
+        queues: set[str] = set()
+        requeued = 0
+        params = {"job_type": job_type, "limit": batch_size, **when}
+        while True:
+            rows = yield Stmt(d.sql.JOB_REQUEUE_DEAD_OF_TYPE, params, fetch="all")
+            yield COMMIT
+            queues.update(r[0] for r in rows)
+            requeued += len(rows)
+            if len(rows) < batch_size:
+                break
+        held: list[uuid.UUID] = []
+        keyed = yield Stmt(d.sql.JOB_DEAD_WITH_DEDUPE_KEY_OF_TYPE, {"job_type": job_type},
+                           fetch="all")  # fmt: skip
+        for (raw_id,) in keyed:
+            row = yield Stmt(d.sql.JOB_REQUEUE_DEAD, {"id": raw_id, **when}, fetch="one")
+            yield COMMIT
+            if row is not None:
+                queues.add(row[0])
+                requeued += 1
+                continue
+            found = yield Stmt(d.sql.JOB_GET, {"id": raw_id}, fetch="one")
+            if found is not None and d.job(found).status == JobStatus.DEAD:
+                held.append(d.id_out(raw_id))  # a live job holds its key
+        if d.notifies:
+            for name in sorted(queues):
+                yield Stmt(d.sql.JOB_NOTIFY, {"queue": name}, fetch="all")
+        return TypeRequeue(requeued=requeued, held=tuple(held))
+
+    return Plan(steps(), transaction=False)
 
 
 def dead_discard(ctx: Ctx, job_id: uuid.UUID | str) -> Plan[None]:

@@ -246,6 +246,23 @@ JOB_REQUEUE_DEAD: Final[LiteralString] = (
     " RETURNING queue"
 )
 
+JOB_REQUEUE_DEAD_OF_TYPE: Final[LiteralString] = (
+    # One batch of a job type's dead jobs without a dedupe key back to pending,
+    # attempts reset; returns each one's queue.
+    "UPDATE jobvisor_jobs SET status = 'pending', attempts = 0, finished_at = NULL,"
+    " run_at = coalesce(%(run_at)s::timestamptz, coalesce(%(now)s::timestamptz, now()))"
+    " WHERE id IN ("
+    " SELECT id FROM jobvisor_jobs WHERE status = 'dead' AND job_type = %(job_type)s"
+    " AND dedupe_key IS NULL LIMIT %(limit)s FOR UPDATE SKIP LOCKED)"
+    " RETURNING queue"
+)
+
+JOB_DEAD_WITH_DEDUPE_KEY_OF_TYPE: Final[LiteralString] = (
+    # The dead jobs of a job type that have a dedupe key (requeued one by one).
+    "SELECT id FROM jobvisor_jobs WHERE status = 'dead' AND job_type = %(job_type)s"
+    " AND dedupe_key IS NOT NULL ORDER BY id"
+)
+
 JOB_DELETE_DEAD: Final[LiteralString] = (
     # Discard one dead job.
     "DELETE FROM jobvisor_jobs WHERE id = %(id)s AND status = 'dead' RETURNING id"

@@ -243,6 +243,23 @@ JOB_REQUEUE_DEAD: Final[LiteralString] = (
     " RETURNING queue"
 )
 
+JOB_REQUEUE_DEAD_OF_TYPE: Final[LiteralString] = (
+    # One batch of a job type's dead jobs without a dedupe key back to pending,
+    # attempts reset; returns each one's queue.
+    "UPDATE jobvisor_jobs SET status = 'pending', attempts = 0, finished_at = NULL,"
+    " run_at = coalesce(:run_at, coalesce(:now, (julianday('now') - 2440587.5) * 86400.0))"
+    " WHERE id IN ("
+    " SELECT id FROM jobvisor_jobs WHERE status = 'dead' AND job_type = :job_type"
+    " AND dedupe_key IS NULL LIMIT :limit)"
+    " RETURNING queue"
+)
+
+JOB_DEAD_WITH_DEDUPE_KEY_OF_TYPE: Final[LiteralString] = (
+    # The dead jobs of a job type that have a dedupe key (requeued one by one).
+    "SELECT id FROM jobvisor_jobs WHERE status = 'dead' AND job_type = :job_type"
+    " AND dedupe_key IS NOT NULL ORDER BY id"
+)
+
 JOB_DELETE_DEAD: Final[LiteralString] = (
     # Discard one dead job.
     "DELETE FROM jobvisor_jobs WHERE id = :id AND status = 'dead' RETURNING id"
