@@ -44,6 +44,16 @@ def _with_dbname(url: str, dbname: str) -> str:
     return f"{scheme}://{authority}/{dbname}" + (f"?{query}" if query else "")
 
 
+def fresh_database(pg_url: str, name: str) -> str:
+    """Drop and create the database `name` on `pg_url`'s server; its URL."""
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        conn.execute(
+            sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name))
+        )
+        conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+    return _with_dbname(pg_url, name)
+
+
 def percentile(values: list[float], p: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, round(p / 100 * (len(ordered) - 1)))]
@@ -54,12 +64,7 @@ def main() -> None:
     parser.add_argument("--samples", type=int, default=500)
     parser.add_argument("--pg-url", default=DEFAULT_PG_URL)
     args = parser.parse_args()
-    with psycopg.connect(args.pg_url, autocommit=True) as conn:
-        conn.execute(
-            sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(BENCH_DB))
-        )
-        conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(BENCH_DB)))
-    url = _with_dbname(args.pg_url, BENCH_DB)
+    url = fresh_database(args.pg_url, BENCH_DB)
     queue = jobvisor.connect(url)
     queue.migrate()
     read_fd, write_fd = os.pipe()

@@ -28,22 +28,11 @@ import sys
 import time
 
 import psycopg
-from psycopg import sql
+
+from latency import fresh_database, percentile  # bench/, this script's directory
 
 DEFAULT_PG_URL = "postgresql://postgres@127.0.0.1:5432/postgres"
 BENCH_DB = "jobvisor_bench_floor"
-
-
-def _with_dbname(url: str, dbname: str) -> str:
-    base, _, query = url.partition("?")
-    scheme, _, rest = base.partition("://")
-    authority = rest.split("/", 1)[0]
-    return f"{scheme}://{authority}/{dbname}" + (f"?{query}" if query else "")
-
-
-def percentile(values: list[float], p: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, round(p / 100 * (len(ordered) - 1)))]
 
 
 def listener(url: str, write_fd: int) -> None:
@@ -69,12 +58,7 @@ def main() -> None:
     parser.add_argument("--samples", type=int, default=300)
     parser.add_argument("--pg-url", default=DEFAULT_PG_URL)
     args = parser.parse_args()
-    with psycopg.connect(args.pg_url, autocommit=True) as conn:
-        conn.execute(
-            sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(BENCH_DB))
-        )
-        conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(BENCH_DB)))
-    url = _with_dbname(args.pg_url, BENCH_DB)
+    url = fresh_database(args.pg_url, BENCH_DB)
     with psycopg.connect(url, autocommit=True) as conn:
         conn.execute("CREATE TABLE floor_jobs (id bigserial PRIMARY KEY, queue text NOT NULL)")
         conn.execute("CREATE TABLE floor_claim (id int PRIMARY KEY, n bigint NOT NULL)")
