@@ -59,6 +59,14 @@ def percentile(values: list[float], p: float) -> float:
     return ordered[min(len(ordered) - 1, round(p / 100 * (len(ordered) - 1)))]
 
 
+def print_summary(name: str, values: list[float]) -> None:
+    """One line: how many samples, their p50, p90, p99, max and mean in ms."""
+    print(f"{name}, {len(values)} samples (ms): "
+          f"p50 {percentile(values, 50):.2f}  p90 {percentile(values, 90):.2f}  "
+          f"p99 {percentile(values, 99):.2f}  max {max(values):.2f}  "
+          f"mean {statistics.fmean(values):.2f}")  # fmt: skip
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--samples", type=int, default=500)
@@ -93,11 +101,8 @@ def main() -> None:
         worker.wait(30)
         reader.close()
         queue.close()
-    for name, values in (("enqueue call", samples), ("enqueue return", pickups)):
-        print(f"{name} -> handler start, {len(values)} samples (ms): "
-              f"p50 {percentile(values, 50):.2f}  p90 {percentile(values, 90):.2f}  "
-              f"p99 {percentile(values, 99):.2f}  max {max(values):.2f}  "
-              f"mean {statistics.fmean(values):.2f}")  # fmt: skip
+    print_summary("enqueue call -> handler start", samples)
+    print_summary("enqueue return -> handler start", pickups)
 
 
 if __name__ == "__main__":

@@ -23,13 +23,12 @@ import argparse
 import os
 import random
 import select
-import statistics
 import sys
 import time
 
 import psycopg
 
-from latency import fresh_database, percentile  # bench/, this script's directory
+from latency import fresh_database, print_summary  # bench/, this script's directory
 
 DEFAULT_PG_URL = "postgresql://postgres@127.0.0.1:5432/postgres"
 BENCH_DB = "jobvisor_bench_floor"
@@ -94,15 +93,9 @@ def main() -> None:
     enqueue.execute("NOTIFY floor, 'stop'")
     os.waitpid(pid, 0)
     enqueue.close()
-    for name, values in (
-        ("insert alone", inserts),
-        ("insert called -> notification", notified),
-        ("insert called -> claim returned", claimed),
-    ):
-        print(f"{name}, {len(values)} samples (ms): "
-              f"p50 {percentile(values, 50):.2f}  p90 {percentile(values, 90):.2f}  "
-              f"p99 {percentile(values, 99):.2f}  max {max(values):.2f}  "
-              f"mean {statistics.fmean(values):.2f}")  # fmt: skip
+    print_summary("insert alone", inserts)
+    print_summary("insert called -> notification", notified)
+    print_summary("insert called -> claim returned", claimed)
 
 
 if __name__ == "__main__":
