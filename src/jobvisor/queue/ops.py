@@ -717,6 +717,12 @@ def _job_type_filter(job_type: str | None) -> str | None:
     return job_type
 
 
+def _check_job_type(job_type: str) -> None:
+    """A whole-type operation's type: a non-empty string, never None (all types)."""
+    if _job_type_filter(job_type) is None:
+        raise InvalidArgument("job_type=None: expected a non-empty string")
+
+
 def dead_count(ctx: Ctx, *, job_type: str | None = None) -> Plan[int]:
     """How many jobs are dead (of `job_type`, if given)."""
     sql = ctx.dialect.sql.JOB_COUNT_BY_STATUS
@@ -789,8 +795,7 @@ def dead_requeue_type(
     `batch_size`, one statement and one commit each; those with one go one by
     one, and a job whose key a live job holds stays dead (its id is in the
     result's `held`). A job that dies while this runs may be requeued too."""
-    if _job_type_filter(job_type) is None:
-        raise InvalidArgument("job_type=None: expected a non-empty string")
+    _check_job_type(job_type)
     _check_run_at(run_at)
     _check_batch_size(batch_size)
     d = ctx.dialect
@@ -847,8 +852,7 @@ def dead_discard_type(
     """Delete every dead job of `job_type` for good, in batches of
     `batch_size` (each its own transaction, as cleanup does). Returns how
     many were deleted."""
-    if _job_type_filter(job_type) is None:
-        raise InvalidArgument("job_type=None: expected a non-empty string")
+    _check_job_type(job_type)
     _check_batch_size(batch_size)
     params = {"job_type": job_type, "limit": batch_size}
     steps = _delete_in_batches(ctx.dialect.sql.JOB_DELETE_DEAD_OF_TYPE, params, batch_size)
