@@ -58,11 +58,11 @@ exit codes:
 """
 
 
-class UsageError(Exception):
+class UsageError(JobvisorError):
     """Bad input found after argument parsing: exit 2, nothing done."""
 
 
-class OperationFailed(Exception):
+class OperationFailed(JobvisorError):
     """The operation could not be done: exit 1."""
 
 

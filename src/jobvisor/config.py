@@ -13,13 +13,13 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from .queue.api import parse_url, redact_url
-from .queue.errors import InvalidArgument
+from .queue.errors import InvalidArgument, JobvisorError
 
 EX_CONFIG = 78
 ENV_PREFIX = "JOBVISOR_"
 
 
-class ConfigError(Exception):
+class ConfigError(JobvisorError):
     """One invalid setting: names the variable, the value and what is expected."""
 
     def __init__(self, variable: str, value: str, expected: str) -> None:

@@ -2,11 +2,22 @@
 
 from .api import AsyncQueue, Queue, connect, connect_async, redact_url
 from .correlation import correlation_scope, current_correlation_id
-from .errors import InvalidArgument, JobNotFound, JobvisorError, LeaseLost, MissingCorrelationId
+from .errors import (
+    DatabaseError,
+    DatabaseUnavailable,
+    InvalidArgument,
+    JobNotFound,
+    JobvisorError,
+    LeaseLost,
+    MissingCorrelationId,
+    SchemaMissing,
+)
 from .model import Job, JobStatus, NewJob, RetryPolicy, Summary, TypeRequeue
 
 __all__ = [
     "AsyncQueue",
+    "DatabaseError",
+    "DatabaseUnavailable",
     "InvalidArgument",
     "Job",
     "JobNotFound",
@@ -17,6 +28,7 @@ __all__ = [
     "NewJob",
     "Queue",
     "RetryPolicy",
+    "SchemaMissing",
     "Summary",
     "TypeRequeue",
     "connect",

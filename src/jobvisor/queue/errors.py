@@ -9,6 +9,23 @@ class JobvisorError(Exception):
     """Base class of every error jobvisor raises on purpose."""
 
 
+class DatabaseUnavailable(JobvisorError):
+    """The database could not be reached or the connection broke; a retry may pass.
+
+    The driver's exception is kept as `__cause__`.
+    """
+
+
+class DatabaseError(JobvisorError):
+    """The database refused a statement for a reason a retry will not fix
+    (a read-only server, a constraint, a bad value). `__cause__` is the driver's."""
+
+
+class SchemaMissing(JobvisorError):
+    """The database answers but jobvisor's schema is absent or older than the
+    code: run `jobvisor migrate` (or `Queue.migrate()`)."""
+
+
 class InvalidArgument(JobvisorError, ValueError):
     """A call was refused before anything was written; the message names the value."""
 
