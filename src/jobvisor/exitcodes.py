@@ -16,5 +16,6 @@ class ExitCode(IntEnum):
     USAGE = 2  # a bad argument or bad input; nothing was done
     BOOT_FAILED = 3  # a worker cannot boot (import error, bad app): a retry cannot fix it
     CRASH_LOOP = 4  # workers kept dying with no job to blame: the restart budget is spent
+    UNAVAILABLE = 69  # a worker could not reach the database at boot: retried with backoff
     CONFIG = 78  # invalid configuration (EX_CONFIG from sysexits.h)
     INTERRUPTED = 130  # Ctrl-C on a command (128 + SIGINT)
