@@ -37,6 +37,9 @@ from .model import (
 DEFAULT_LEASE = 30.0
 DEFAULT_CLEANUP_BATCH = 1000
 DEAD_LIST_DEFAULT = 100
+# An error message is kept to this many characters: enough for a traceback's
+# last frames, small enough that a failing handler cannot bloat the table.
+MAX_ERROR_CHARS = 8000
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -464,7 +467,7 @@ def _error_text(name: str, error: BaseException | str) -> str:
         raise InvalidArgument(f"{name}={error!r}: expected an exception or a string")
     # PostgreSQL text cannot hold NUL, and a message with binary junk in it
     # must not keep the job from being recorded as failed.
-    return text[:8000].replace("\x00", "\ufffd")
+    return text[:MAX_ERROR_CHARS].replace("\x00", "\ufffd")
 
 
 def fail(
