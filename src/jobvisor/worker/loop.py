@@ -19,8 +19,16 @@ a few in-memory tables and never block each other:
   written) in one `renew_many` per half lease. A job whose lease was lost is
   cancelled, and whatever its handler returns is dropped: the job belongs to
   someone else now.
-- the heartbeat loop tells the parent the loop is turning, reports metrics,
-  and stops the worker when the parent is gone.
+- the heartbeat loop tells the parent the loop is turning and which loops
+  are failing, reports metrics, and stops the worker when the parent is gone.
+
+Every loop is supervised. An error is classified (`queue.faults`): an
+unreachable database is waited out with backoff for as long as it lasts; an
+error that may pass (a read-only server, a full disk) is retried with backoff
+for at most `FAULT_LIMIT` seconds; anything else, or an error that escapes a
+loop, is logged with its traceback and stops the worker, which then exits
+non-zero (`clean` is False) so that its supervisor requeues its jobs and
+replaces it. A loop never dies while the worker looks alive.
 
 `stop()` (SIGTERM) ends claiming; running jobs get `shutdown_timeout` to
 finish; the rest are cancelled and released (attempt not counted); the
@@ -34,32 +42,34 @@ import asyncio
 import concurrent.futures
 import contextlib
 import contextvars
+import enum
 import os
-import random
 import sqlite3
 import threading
 import time
 import traceback
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, Final
 
 import psycopg
 
 from .. import tracing
+from ..backoff import backoff
 from ..log import get_logger
 from ..metrics import WorkerMetrics
 from ..queue.api import AsyncQueue, parse_url
 from ..queue.correlation import correlation_id_var
 from ..queue.errors import LeaseLost
+from ..queue.faults import Fault, classify
 from ..queue.model import Job, JobStatus
 from .protocol import HEARTBEAT_INTERVAL, ControlChannel
 from .registry import Cancel, Handler, JobContext, Registry, Snooze
 
 log = get_logger("worker")
 
-# Errors that mean "the database is unreachable or busy right now": the
-# operation is retried with backoff and nothing is dropped.
+# Errors that mean "the database is unreachable or busy right now", for the
+# boot check in `__main__` (the loops classify with `queue.faults`).
 DB_ERRORS: Final = (
     psycopg.OperationalError,
     psycopg.InterfaceError,
@@ -73,19 +83,40 @@ TRACEBACK_FRAMES: Final = 8  # frames kept in last_error
 LISTEN_CHANNEL_SQL: Final = "LISTEN jobvisor"  # JOB_NOTIFY's channel in sql_postgres
 
 
-class Backoff:
-    """Exponential backoff with jitter, for retrying after a database error."""
+# How long a loop may keep failing with an error that may pass (a read-only
+# server, a full disk) before the worker gives up and exits for a fresh one.
+FAULT_LIMIT: Final = 60.0
+RETRY_BASE: Final = 0.05  # a loop's first retry after an error, in seconds
+RETRY_CAP: Final = 2.0  # and its longest wait between two retries
+LISTEN_RETRY_BASE: Final = 0.1
+LISTEN_RETRY_CAP: Final = 5.0
 
-    def __init__(self, first: float = 0.05, cap: float = 2.0) -> None:
-        self.first, self.cap, self.tries = first, cap, 0
 
-    def next(self) -> float:
-        delay = min(self.cap, self.first * 2.0 ** min(self.tries, 30))
-        self.tries += 1
-        return delay * (0.5 + random.random() / 2)
+class Loop(enum.StrEnum):
+    """The long-running tasks of a worker, by the names the logs and the
+    heartbeat use."""
 
-    def reset(self) -> None:
+    CLAIM = "claim"
+    FLUSH = "flush"
+    RENEW = "renew"
+    LISTEN = "listen"
+    HEARTBEAT = "heartbeat"
+
+
+class LoopFailed(Exception):
+    """A loop cannot go on: its error will not pass, or did not in time.
+    The error is the `__cause__`; it has been logged."""
+
+
+class _Failing:
+    """A loop's current run of failures (none when its last try passed)."""
+
+    __slots__ = ("fault", "since", "tries")
+
+    def __init__(self, since: float) -> None:
+        self.since = since
         self.tries = 0
+        self.fault = Fault.UNREACHABLE
 
 
 def error_text(exc: BaseException) -> str:
@@ -123,6 +154,9 @@ class Worker:
     the trace recorded at enqueue (see `jobvisor.tracing`), through
     `tracer_provider` or else the global one; without it, nothing is traced
     and nothing is imported.
+
+    A loop that keeps failing with an error that may pass (a read-only
+    server, a full disk) for `fault_limit` seconds stops the worker.
     """
 
     def __init__(
@@ -139,6 +173,7 @@ class Worker:
         channel: ControlChannel | None = None,
         watch_parent: bool | None = None,
         tracer_provider: Any = None,
+        fault_limit: float = FAULT_LIMIT,
     ) -> None:
         self.queue = queue
         self.registry = registry
@@ -148,6 +183,7 @@ class Worker:
         self.lease = lease
         self.poll_interval = poll_interval
         self.shutdown_timeout = shutdown_timeout
+        self.fault_limit = fault_limit
         self.channel = channel or ControlChannel(None)
         engine, target = parse_url(queue.url)
         self._listen_url = target if engine == "postgres" else None
@@ -177,7 +213,10 @@ class Worker:
         self._threads_busy = 0
         self._threads_lock = threading.Lock()
         self._debug = False
-        self.clean = True  # False when an outcome could not be written before exit
+        self._failing: dict[Loop, _Failing] = {}
+        self.failed_loop: Loop | None = None  # the loop that stopped the worker, if one did
+        # False when an outcome could not be written before exit, or a loop failed.
+        self.clean = True
 
     # --- control ------------------------------------------------------------
 
@@ -198,13 +237,20 @@ class Worker:
         return self._stop_requested.is_set()
 
     @property
+    def unhealthy(self) -> list[str]:
+        """The loops failing now for a reason other than an unreachable
+        database (that one is readiness's business, not liveness's)."""
+        return [loop.value for loop, f in self._failing.items() if f.fault is not Fault.UNREACHABLE]
+
+    @property
     def threads_busy(self) -> int:
         """Handler threads still running (abandoned after a timeout or a drain)."""
         return self._threads_busy
 
     async def run(self) -> None:
         """Run until `stop()` and the drain are done. Sets `clean` to False if
-        outcomes were left unwritten (the database stayed unreachable)."""
+        outcomes were left unwritten (the database stayed unreachable) or a
+        loop failed (`failed_loop` names it)."""
         self._debug = log._logger.isEnabledFor(10)
         if self.registry.needs_threads:
             self._executor = concurrent.futures.ThreadPoolExecutor(
@@ -214,13 +260,13 @@ class Worker:
                  queues=",".join(self.queues) or "*", job_types=len(self.registry),
                  engine=self.queue.engine)  # fmt: skip
         helpers = [
-            asyncio.create_task(self._renew_loop(), name="renew"),
-            asyncio.create_task(self._heartbeat_loop(), name="heartbeat"),
+            self._supervise(Loop.RENEW, self._renew_loop()),
+            self._supervise(Loop.HEARTBEAT, self._heartbeat_loop()),
         ]
         if self._listen_url is not None:
-            helpers.append(asyncio.create_task(self._listen_loop(), name="listen"))
-        flusher = asyncio.create_task(self._flush_loop(), name="flush")
-        claimer = asyncio.create_task(self._claim_loop(), name="claim")
+            helpers.append(self._supervise(Loop.LISTEN, self._listen_loop()))
+        flusher = self._supervise(Loop.FLUSH, self._flush_loop())
+        claimer = self._supervise(Loop.CLAIM, self._claim_loop())
         try:
             await self._stop_requested.wait()
             # A claim in flight finishes (its jobs are released); one stuck
@@ -250,10 +296,93 @@ class Worker:
                 self._executor.shutdown(wait=False, cancel_futures=True)
             log.info("worker.stopped", worker_id=self.worker_id, clean=self.clean)
 
+    # --- supervision --------------------------------------------------------
+
+    def _supervise(self, loop: Loop, body: Awaitable[None]) -> asyncio.Task[None]:
+        return asyncio.create_task(self._supervised(loop, body), name=loop.value)
+
+    async def _supervised(self, loop: Loop, body: Awaitable[None]) -> None:
+        """Run one loop; if anything escapes it, log it and stop the worker."""
+        try:
+            await body
+        except Exception as exc:
+            self._give_up(loop, exc)
+
+    def _give_up(self, loop: Loop, exc: Exception) -> None:
+        error = exc.__cause__ if isinstance(exc, LoopFailed) and exc.__cause__ else exc
+        failing = self._failing.setdefault(loop, _Failing(time.monotonic()))
+        failing.fault = Fault.PERMANENT  # reported unhealthy until the process ends
+        log.error(
+            "worker.loop_failed",
+            worker_id=self.worker_id,
+            loop=loop.value,
+            fault=classify(error).value,
+            tries=failing.tries,
+            failing_for=round(time.monotonic() - failing.since, 3),
+            error=error_text(error),
+            detail="the worker stops and exits non-zero: its jobs are requeued "
+            "and a new worker replaces it",
+        )
+        self.clean = False
+        if self.failed_loop is None:
+            self.failed_loop = loop
+        # Without a flush nothing more can be written: release at once.
+        self.stop(fast=loop is Loop.FLUSH)
+
+    def _retry_in(
+        self,
+        loop: Loop,
+        exc: Exception,
+        *,
+        base: float = RETRY_BASE,
+        cap: float = RETRY_CAP,
+        **fields: Any,
+    ) -> float:
+        """Log that `loop` failed with `exc` and return the seconds to wait
+        before it tries again. Raises `LoopFailed` (from `exc`) when the error
+        will not pass, or may pass but has lasted past `fault_limit`."""
+        now = time.monotonic()
+        failing = self._failing.get(loop)
+        first = failing is None
+        if failing is None:
+            failing = self._failing[loop] = _Failing(now)
+        failing.tries += 1
+        failing.fault = fault = classify(exc)
+        if fault is Fault.PERMANENT or (
+            fault is Fault.MAY_PASS and now - failing.since > self.fault_limit
+        ):
+            raise LoopFailed(f"the {loop} loop gave up after {failing.tries} tries") from exc
+        delay = backoff(failing.tries, base=base, cap=cap)
+        event = "worker.listen_lost" if loop is Loop.LISTEN else f"worker.{loop}_failed"
+        # An outage is expected and waited out; anything else is unexpected:
+        # an error, with its traceback the first time.
+        unexpected = first and fault is not Fault.UNREACHABLE
+        emit = log.error if unexpected else log.warning
+        error = error_text(exc) if unexpected else _one_line(exc)
+        emit(
+            event,
+            worker_id=self.worker_id,
+            error=error,
+            fault=fault.value,
+            retry_in=round(delay, 3),
+            **fields,
+        )
+        return delay
+
+    def _recovered(self, loop: Loop) -> None:
+        """`loop`'s last try passed: end its run of failures, if it had one."""
+        failing = self._failing.pop(loop, None)
+        if failing is not None:
+            log.info(
+                f"worker.{loop}_restored",
+                worker_id=self.worker_id,
+                tries=failing.tries,
+                failing_for=round(time.monotonic() - failing.since, 3),
+            )
+
     # --- claiming -----------------------------------------------------------
 
     async def _claim_loop(self) -> None:
-        backoff = Backoff()
         idle_wait = MIN_POLL
         queues = list(self.queues) or None
         while not self.stopping:
@@ -266,13 +395,11 @@ class Worker:
             try:
                 jobs = await self.queue.claim(self.worker_id, queues=queues, limit=free,
                                               lease=self.lease)  # fmt: skip
-            except DB_ERRORS as exc:
-                delay = backoff.next()
-                log.warning("worker.claim_failed", worker_id=self.worker_id,
-                            error=_one_line(exc), retry_in=round(delay, 3))  # fmt: skip
-                await self._wait_wake(delay)
+            except Exception as exc:
+                await self._wait_wake(self._retry_in(Loop.CLAIM, exc))
                 continue
-            backoff.reset()
+            if self._failing:
+                self._recovered(Loop.CLAIM)
             self.metrics.claimed(len(jobs))
             if self.stopping:  # claimed while the stop arrived: give them back
                 for job in jobs:
@@ -302,7 +429,6 @@ class Worker:
         """LISTEN for new jobs on a connection of its own; every (re)connect
         is followed by a claim, since notifications sent meanwhile are lost."""
         assert self._listen_url is not None
-        backoff = Backoff(first=0.1, cap=5.0)
         while True:
             try:
                 conn = await psycopg.AsyncConnection.connect(
@@ -310,17 +436,15 @@ class Worker:
                 )
                 async with conn:
                     await conn.execute(LISTEN_CHANNEL_SQL)
-                    if backoff.tries:
-                        log.info("worker.listen_restored", worker_id=self.worker_id)
-                    backoff.reset()
+                    self._recovered(Loop.LISTEN)
                     self._wake.set()
                     async for notify in conn.notifies():
                         if not self.queues or notify.payload in self.queues:
                             self._wake.set()
-            except psycopg.Error as exc:
-                delay = backoff.next()
-                log.warning("worker.listen_lost", worker_id=self.worker_id,
-                            error=_one_line(exc), retry_in=round(delay, 3))  # fmt: skip
+            except Exception as exc:
+                delay = self._retry_in(
+                    Loop.LISTEN, exc, base=LISTEN_RETRY_BASE, cap=LISTEN_RETRY_CAP
+                )
                 self._wake.set()  # poll at once: the claim retries on its own
                 await asyncio.sleep(delay)
 
@@ -471,7 +595,6 @@ class Worker:
     # --- settling -----------------------------------------------------------
 
     async def _flush_loop(self) -> None:
-        backoff = Backoff()
         while True:
             if self._closing and not (self._completed or self._released or self._writes):
                 return
@@ -480,14 +603,12 @@ class Worker:
             await asyncio.sleep(0)  # gather what this turn of the loop finishes
             try:
                 await self._flush()
-            except DB_ERRORS as exc:
+            except Exception as exc:
                 self._flush_wanted.set()
-                delay = backoff.next()
-                log.warning("worker.flush_failed", worker_id=self.worker_id,
-                            error=_one_line(exc), retry_in=round(delay, 3))  # fmt: skip
-                await asyncio.sleep(delay)
+                await asyncio.sleep(self._retry_in(Loop.FLUSH, exc))
             else:
-                backoff.reset()
+                if self._failing:
+                    self._recovered(Loop.FLUSH)
 
     async def _flush(self) -> None:
         """Write every buffered outcome. On a database error the unwritten
@@ -515,7 +636,7 @@ class Worker:
             retry: list[_Write] = []
             first: BaseException | None = None
             for write, result in zip(writes, results, strict=True):
-                if isinstance(result, DB_ERRORS):
+                if isinstance(result, Exception) and classify(result) is not Fault.PERMANENT:
                     retry.append(write)
                     first = first or result
                 elif isinstance(result, BaseException):
@@ -578,7 +699,7 @@ class Worker:
 
     async def _renew_loop(self) -> None:
         interval = self.lease / 2
-        backoff = Backoff(cap=max(0.05, interval / 4))
+        cap = max(RETRY_BASE, interval / 4)
         delay = interval
         while True:
             await asyncio.sleep(delay)
@@ -588,19 +709,19 @@ class Worker:
                 continue
             try:
                 lost = await self.queue.renew_many(held, lease=self.lease)
-            except DB_ERRORS as exc:
-                delay = backoff.next()
-                log.warning("worker.renew_failed", worker_id=self.worker_id, jobs=len(held),
-                            error=_one_line(exc), retry_in=round(delay, 3))  # fmt: skip
+            except Exception as exc:
+                delay = self._retry_in(Loop.RENEW, exc, cap=cap, jobs=len(held))
                 continue
-            backoff.reset()
+            if self._failing:
+                self._recovered(Loop.RENEW)
             for job in lost:
                 self._lose(job)
 
     async def _heartbeat_loop(self) -> None:
         watching = self.channel.fd is not None
         while True:
-            self.channel.send({"t": "hb"})
+            unhealthy = self.unhealthy
+            self.channel.send({"t": "hb", "unhealthy": unhealthy} if unhealthy else {"t": "hb"})
             for message in self.metrics.drain():
                 self.channel.send(message)
             parent_gone = self._parent_pid is not None and os.getppid() != self._parent_pid
