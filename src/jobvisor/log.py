@@ -36,6 +36,11 @@ class EventLogger:
                 fields["correlation_id"] = correlation_id
             self._logger.log(level, event, extra={"jv_fields": fields}, stacklevel=3)
 
+    def enabled_for(self, level: int) -> bool:
+        """True when an event at `level` (`logging.DEBUG`...) would be written:
+        a caller skips building the fields of one that would not."""
+        return self._logger.isEnabledFor(level)
+
     def debug(self, event: str, **fields: Any) -> None:
         self._log(logging.DEBUG, event, fields)
 

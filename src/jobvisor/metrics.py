@@ -44,10 +44,11 @@ from prometheus_client import (
 )
 
 from .queue.model import JobStatus, Summary
+from .worker.protocol import Metrics as MetricsMessage
+from .worker.protocol import MetricsJob, Outcome
 
 __all__ = ["Metrics", "WorkerMetrics"]
 
-OUTCOMES: Final = ("completed", "failed", "dead", "released", "snoozed", "cancelled")
 DURATION_BUCKETS: Final = (
     0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
     30.0, 60.0, 120.0, 300.0, 600.0, 1800.0, 3600.0,
@@ -144,12 +145,12 @@ class Metrics:
         )
         self.workers = Gauge("jobvisor_workers", "Worker processes alive.", registry=r)
         self._by_outcome: dict[str, Counter] = {
-            "completed": self.completed,
-            "failed": self.failed,
-            "dead": self.dead,
-            "released": self.released,
-            "snoozed": self.snoozed,
-            "cancelled": self.cancelled,
+            Outcome.COMPLETED: self.completed,
+            Outcome.FAILED: self.failed,
+            Outcome.DEAD: self.dead,
+            Outcome.RELEASED: self.released,
+            Outcome.SNOOZED: self.snoozed,
+            Outcome.CANCELLED: self.cancelled,
         }
 
     def record_worker_message(self, message: Mapping[str, Any]) -> None:
@@ -220,9 +221,9 @@ class WorkerMetrics:
         self._claims = 0
         self._claimed = 0
         self._lease_lost = 0
-        self._jobs: dict[tuple[str, str, str], tuple[int, list[float]]] = {}
+        self._jobs: dict[tuple[str, str, Outcome], tuple[int, list[float]]] = {}
 
-    def job_ended(self, queue: str, job_type: str, outcome: str, seconds: float | None) -> None:
+    def job_ended(self, queue: str, job_type: str, outcome: Outcome, seconds: float | None) -> None:
         count, durations = self._jobs.get((queue, job_type, outcome), (0, []))
         if seconds is not None:
             durations.append(round(seconds, 6))
@@ -236,11 +237,11 @@ class WorkerMetrics:
     def lease_lost(self, jobs: int = 1) -> None:
         self._lease_lost += jobs
 
-    def drain(self) -> list[dict[str, Any]]:
+    def drain(self) -> list[MetricsMessage]:
         """The counts since the last call, as messages that each encode to
         under `MESSAGE_LIMIT` bytes; empty when there is nothing to report."""
-        messages: list[dict[str, Any]] = []
-        head: dict[str, Any] = {"t": "metrics"}
+        messages: list[MetricsMessage] = []
+        head: MetricsMessage = {"t": "metrics"}
         if self._claims:
             head["claims"], head["claimed"] = self._claims, self._claimed
         if self._lease_lost:
@@ -253,14 +254,15 @@ class WorkerMetrics:
             cost = _size(entry) + 10
             if "jobs" in current and size + cost > MESSAGE_LIMIT:
                 messages.append(current)
-                current, size = {"t": "metrics"}, _size({"t": "metrics"})
+                current = {"t": "metrics"}
+                size = _size(current)
             current.setdefault("jobs", []).append(entry)
             size += cost
         if len(current) > 1:
             messages.append(current)
         return messages
 
-    def _entries(self) -> Iterable[dict[str, Any]]:
+    def _entries(self) -> Iterable[MetricsJob]:
         for (queue, job_type, outcome), (count, durations) in sorted(self._jobs.items()):
             # Long lists of durations are split so that one entry fits a message.
             step = 100

@@ -11,8 +11,8 @@ trace. Two hooks do it:
 - In the worker, `job_span(job, carrier)` wraps one execution in a CONSUMER
   span named `jobvisor.job <job_type>`, a child of the enqueuing span and
   linked to it, with the job's id, type, queue and attempt as attributes; the
-  worker calls `span.set_outcome("completed" | "failed" | "dead" | "released"
-  | …)` before it leaves, and an exception escaping the block marks the span
+  worker calls `span.set_outcome(outcome)` (an `Outcome`: completed, failed,
+  dead, released…) before it leaves, and an exception escaping the block marks the span
   as an error.
 
 Where the carrier lives: the job row's nullable JSON `meta` column
@@ -34,6 +34,8 @@ import importlib.util
 from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 
+from .worker.protocol import Outcome
+
 if TYPE_CHECKING:
     from .queue.model import Job
 
@@ -42,7 +44,7 @@ ATTR_JOB_TYPE = "jobvisor.job.type"
 ATTR_QUEUE = "jobvisor.job.queue"
 ATTR_ATTEMPT = "jobvisor.job.attempt"
 ATTR_OUTCOME = "jobvisor.job.outcome"
-FAILED_OUTCOMES = frozenset({"failed", "dead"})
+FAILED_OUTCOMES = frozenset({Outcome.FAILED, Outcome.DEAD})
 
 
 @functools.cache
@@ -94,11 +96,11 @@ def carrier_of(job: Job) -> dict[str, str] | None:
 
 
 class JobSpan(Protocol):
-    def set_outcome(self, outcome: str, *, error: str | None = None) -> None: ...
+    def set_outcome(self, outcome: Outcome, *, error: str | None = None) -> None: ...
 
 
 class _NoSpan:
-    def set_outcome(self, outcome: str, *, error: str | None = None) -> None:
+    def set_outcome(self, outcome: Outcome, *, error: str | None = None) -> None:
         return None
 
 
@@ -106,7 +108,7 @@ class _OtelSpan:
     def __init__(self, span: Any) -> None:
         self.span = span
 
-    def set_outcome(self, outcome: str, *, error: str | None = None) -> None:
+    def set_outcome(self, outcome: Outcome, *, error: str | None = None) -> None:
         from opentelemetry.trace import Status, StatusCode  # noqa: PLC0415 - optional extra
 
         self.span.set_attribute(ATTR_OUTCOME, outcome)

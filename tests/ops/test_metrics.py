@@ -11,6 +11,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from jobvisor import Queue
 from jobvisor.metrics import MESSAGE_LIMIT, Metrics, WorkerMetrics
 from jobvisor.queue.model import JobStatus, Summary
+from jobvisor.worker.protocol import Outcome
 
 
 def samples(metrics: Metrics) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
@@ -32,10 +33,10 @@ def test_worker_counts_reach_the_parent_through_messages() -> None:
     worker.claimed(0)  # an empty claim is not a claim
     worker.claimed(2)
     for seconds in (0.02, 0.3, 7.0):
-        worker.job_ended("mail", "send_email", "completed", seconds)
-    worker.job_ended("mail", "send_email", "failed", 0.5)
-    worker.job_ended("mail", "send_email", "dead", 0.5)
-    worker.job_ended("default", "resize", "released", None)
+        worker.job_ended("mail", "send_email", Outcome.COMPLETED, seconds)
+    worker.job_ended("mail", "send_email", Outcome.FAILED, 0.5)
+    worker.job_ended("mail", "send_email", Outcome.DEAD, 0.5)
+    worker.job_ended("default", "resize", Outcome.RELEASED, None)
     worker.lease_lost()
     messages = worker.drain()
     assert worker.drain() == []  # drained: nothing twice
@@ -66,7 +67,7 @@ def test_counts_from_many_workers_add_up() -> None:
     parent = Metrics()
     for _ in range(3):
         worker = WorkerMetrics()
-        worker.job_ended("q", "t", "completed", 0.1)
+        worker.job_ended("q", "t", Outcome.COMPLETED, 0.1)
         worker.claimed(1)
         for message in worker.drain():
             parent.record_worker_message(message)
@@ -77,7 +78,7 @@ def test_counts_from_many_workers_add_up() -> None:
 def test_a_busy_worker_splits_its_report_into_atomic_messages() -> None:
     worker = WorkerMetrics()
     for i in range(5000):
-        worker.job_ended(f"queue-{i % 7}", "job-type-with-a-long-name", "completed", i / 1000)
+        worker.job_ended(f"queue-{i % 7}", "job-type-with-a-long-name", Outcome.COMPLETED, i / 1000)
     messages = worker.drain()
     assert len(messages) > 1
     for message in messages:

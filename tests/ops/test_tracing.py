@@ -13,6 +13,7 @@ import pytest
 
 from jobvisor import tracing
 from jobvisor.queue.model import Job, JobStatus
+from jobvisor.worker.protocol import Outcome
 from tests.no_otel import BLOCK_OPENTELEMETRY
 
 pytest.importorskip("opentelemetry.sdk", reason="the dev extra installs opentelemetry-sdk")
@@ -54,7 +55,7 @@ def test_a_job_runs_in_a_child_span_of_the_request_that_enqueued_it(
 
     job = make_job(attempts=2)
     with tracing.job_span(job, carrier, tracer_provider=tp) as span:
-        span.set_outcome("completed")
+        span.set_outcome(Outcome.COMPLETED)
 
     (request_span, job_span) = sorted(exporter.get_finished_spans(), key=lambda s: s.name)
     assert request_span.name == "POST /signup"
@@ -80,7 +81,7 @@ def test_a_failed_job_marks_its_span_as_an_error(
 ) -> None:
     tp, exporter = provider
     with tracing.job_span(make_job(), None, tracer_provider=tp) as span:
-        span.set_outcome("dead", error="ValueError: no such user")
+        span.set_outcome(Outcome.DEAD, error="ValueError: no such user")
     (finished,) = exporter.get_finished_spans()
     assert finished.parent is None  # no carrier: a trace of its own
     assert finished.status.status_code == trace.StatusCode.ERROR

@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from jobvisor import Job, JobStatus, tracing
+from jobvisor.worker.protocol import Outcome
 
 pytest.importorskip("opentelemetry.sdk", reason="the dev extra installs opentelemetry-sdk")
 
@@ -57,7 +58,7 @@ def test_a_job_with_a_malformed_carrier_still_runs_in_a_span(traceparent: str) -
     tp.add_span_processor(SimpleSpanProcessor(exporter))
     job = dataclasses.replace(JOB, meta={"trace": {"traceparent": traceparent}})
     with tracing.job_span(job, tracing.carrier_of(job), tracer_provider=tp) as span:
-        span.set_outcome("completed")
+        span.set_outcome(Outcome.COMPLETED)
     (finished,) = exporter.get_finished_spans()
     assert finished.context is not None
     if traceparent == TRACEPARENT:

@@ -555,7 +555,10 @@ class Supervisor:
         now = time.monotonic()
         worker.last_message_at = now
         kind = message.get("t")
-        if kind == "job":
+        if kind == "hb":
+            unhealthy = message.get("unhealthy")
+            worker.unhealthy = [str(n) for n in unhealthy] if isinstance(unhealthy, list) else []
+        elif kind == "job":
             job_id, hard = message.get("id"), message.get("hard")
             if isinstance(job_id, str) and isinstance(hard, int | float) and hard > 0:
                 worker.hard_deadlines[job_id] = now + float(hard)
@@ -865,11 +868,16 @@ class Supervisor:
     # --- for the HTTP endpoints ------------------------------------------------------------
 
     def health(self) -> tuple[bool, str]:
-        """Liveness: the main loop turns and workers are alive. Not the database."""
+        """Liveness: the main loop turns, workers are alive and none reports a
+        failing loop. Not the database."""
         lag = time.monotonic() - self.last_tick
-        alive = sum(1 for s in self.slots if s.worker is not None and s.worker.alive)
-        detail = f"{alive}/{len(self.slots)} workers alive, state {self.state.value}"
-        return self.state is State.RUNNING and alive > 0 and lag < TICK * 10, detail
+        alive = [s.worker for s in self.slots if s.worker is not None and s.worker.alive]
+        detail = f"{len(alive)}/{len(self.slots)} workers alive, state {self.state.value}"
+        failing = [f"{w.worker_id} {','.join(w.unhealthy)}" for w in alive if w.unhealthy]
+        if failing:
+            detail += f", failing loops: {'; '.join(failing)}"
+        ok = self.state is State.RUNNING and bool(alive) and not failing and lag < TICK * 10
+        return ok, detail
 
     def readiness(self) -> tuple[bool, str]:
         """Readiness: the database answered recently and a worker is ready."""

@@ -54,6 +54,8 @@ class WorkerProcess:
     hard_deadlines: dict[str, float] = dataclasses.field(default_factory=dict)
     hard_limits: dict[str, float] = dataclasses.field(default_factory=dict)
     fatal_error: str | None = None
+    # The loops its last heartbeat reported failing (`worker.protocol.Heartbeat`).
+    unhealthy: list[str] = dataclasses.field(default_factory=list)
     # Why the parent is killing it (None: it is not being killed), and when the
     # SIGKILL follows the SIGABRT.
     kill_reason: str | None = None

@@ -43,6 +43,7 @@ import concurrent.futures
 import contextlib
 import contextvars
 import enum
+import logging
 import os
 import sqlite3
 import threading
@@ -50,7 +51,7 @@ import time
 import traceback
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Any, Final
+from typing import Any, Final, Literal
 
 import psycopg
 
@@ -63,7 +64,7 @@ from ..queue.correlation import correlation_id_var
 from ..queue.errors import LeaseLost
 from ..queue.faults import Fault, classify
 from ..queue.model import Job, JobStatus
-from .protocol import HEARTBEAT_INTERVAL, ControlChannel
+from .protocol import HEARTBEAT_INTERVAL, ControlChannel, Outcome
 from .registry import Cancel, Handler, JobContext, Registry, Snooze
 
 log = get_logger("worker")
@@ -136,11 +137,20 @@ class _Running:
         self.job = job
         self.handler = handler
         self.task: asyncio.Task[None] | None = None
-        self.stop_reason: str | None = None  # "lease_lost" or "drain" once cancelled
+        self.stop_reason: StopReason | None = None  # set when we cancel it
 
 
-# A buffered outcome other than completed/released: (kind, job, argument).
-_Write = tuple[str, Job, Any]
+class StopReason(enum.StrEnum):
+    """Why the worker cancelled a running job."""
+
+    LEASE_LOST = "lease_lost"  # someone else holds it now: its result is dropped
+    DRAIN = "drain"  # the stop's deadline passed: it is released
+
+
+# What a job task hands to the flush: (kind, job, argument); completions and
+# releases go to their own buffers, the rest are written one by one.
+_Kind = Literal["complete", "fail", "snooze", "cancel"]
+_Write = tuple[_Kind, Job, Any]
 
 
 class Worker:
@@ -251,7 +261,7 @@ class Worker:
         """Run until `stop()` and the drain are done. Sets `clean` to False if
         outcomes were left unwritten (the database stayed unreachable) or a
         loop failed (`failed_loop` names it)."""
-        self._debug = log._logger.isEnabledFor(10)
+        self._debug = log.enabled_for(logging.DEBUG)
         if self.registry.needs_threads:
             self._executor = concurrent.futures.ThreadPoolExecutor(
                 max_workers=self.concurrency, thread_name_prefix="jobvisor-handler"
@@ -481,7 +491,7 @@ class Worker:
         else:
             outcome, duration = await self._execute(running)
         self._ran[job.id] = duration
-        if running.stop_reason == "lease_lost":
+        if running.stop_reason is StopReason.LEASE_LOST:
             self._settle_lost(job)
             return
         if outcome is None:
@@ -564,7 +574,7 @@ class Worker:
         running = self._running.get(job.id)
         if running is None or running.task is None:
             return  # finished already; its buffered outcome reports the loss when written
-        running.stop_reason = "lease_lost"
+        running.stop_reason = StopReason.LEASE_LOST
         running.task.cancel()
 
     async def _drain(self) -> None:
@@ -585,7 +595,7 @@ class Worker:
                 break
         left = list(self._running.values())
         for running in left:
-            running.stop_reason = "drain"
+            running.stop_reason = StopReason.DRAIN
             if running.task is not None:
                 running.task.cancel()
         if left:
@@ -620,7 +630,7 @@ class Worker:
             except BaseException:
                 self._completed[:0] = batch
                 raise
-            self._settled(batch, lost, "completed")
+            self._settled(batch, lost, Outcome.COMPLETED)
         if self._released:
             batch, self._released = self._released, []
             try:
@@ -628,7 +638,7 @@ class Worker:
             except BaseException:
                 self._released[:0] = batch
                 raise
-            self._settled(batch, lost, "released")
+            self._settled(batch, lost, Outcome.RELEASED)
         if self._writes:
             writes, self._writes = self._writes, []
             results = await asyncio.gather(*(self._write(*w) for w in writes),
@@ -654,13 +664,13 @@ class Worker:
         try:
             if kind == "fail":
                 status = await self.queue.fail(job, arg)
-                outcome = "dead" if status == JobStatus.DEAD else "failed"
+                outcome = Outcome.DEAD if status == JobStatus.DEAD else Outcome.FAILED
             elif kind == "snooze":
                 await self.queue.snooze(job, arg)
-                outcome = "snoozed"
+                outcome = Outcome.SNOOZED
             else:
                 await self.queue.cancel_held(job, arg)
-                outcome = "cancelled"
+                outcome = Outcome.CANCELLED
         except LeaseLost:
             self._settle_lost(job)
             return
@@ -668,14 +678,14 @@ class Worker:
         self.metrics.job_ended(job.queue, job.job_type, outcome, self._ran.pop(job.id, None))
         fields = self._fields(job)
         if kind == "fail":
-            event = "job.dead" if outcome == "dead" else "job.failed"
+            event = f"job.{outcome}"
             log.warning(event, **fields, error=str(arg).split("\n", 1)[0])
         elif kind == "snooze":
             log.info("job.snoozed", **fields, delay=arg)
         else:
             log.info("job.cancelled", **fields, reason=arg)
 
-    def _settled(self, batch: list[Job], lost: list[Job], outcome: str) -> None:
+    def _settled(self, batch: list[Job], lost: list[Job], outcome: Outcome) -> None:
         lost_ids = {j.id for j in lost} if lost else set()
         job_ended = self.metrics.job_ended
         held, ran = self._held, self._ran
@@ -685,7 +695,7 @@ class Worker:
             else:
                 held.pop(job.id, None)
                 job_ended(job.queue, job.job_type, outcome, ran.pop(job.id, None))
-        if outcome == "released" and len(batch) > len(lost):
+        if outcome is Outcome.RELEASED and len(batch) > len(lost):
             log.info("worker.released", worker_id=self.worker_id, jobs=len(batch) - len(lost))
 
     def _settle_lost(self, job: Job) -> None:
@@ -742,21 +752,23 @@ class Worker:
         }
 
 
-def _span_outcome(stop_reason: str | None, outcome: _Write | None) -> tuple[str, str | None]:
+def _span_outcome(
+    stop_reason: StopReason | None, outcome: _Write | None
+) -> tuple[Outcome, str | None]:
     """(outcome, error) for an execution's span, as the execution decided it:
     the metrics' names, with "dead" for a failure that spent the last attempt
     (the same test the database's fail applies)."""
-    if stop_reason == "lease_lost":
-        return "lease_lost", None
+    if stop_reason is StopReason.LEASE_LOST:
+        return Outcome.LEASE_LOST, None
     if outcome is None:
-        return "released", None
+        return Outcome.RELEASED, None
     kind, job, arg = outcome
     if kind == "complete":
-        return "completed", None
+        return Outcome.COMPLETED, None
     if kind == "fail":
         spent = job.attempts >= job.max_attempts
-        return ("dead" if spent else "failed"), str(arg).split("\n", 1)[0]
-    return ("snoozed" if kind == "snooze" else "cancelled"), None
+        return (Outcome.DEAD if spent else Outcome.FAILED), str(arg).split("\n", 1)[0]
+    return (Outcome.SNOOZED if kind == "snooze" else Outcome.CANCELLED), None
 
 
 def _one_line(exc: BaseException) -> str:

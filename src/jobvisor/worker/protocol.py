@@ -10,12 +10,17 @@ with the service's settings in its environment (`Config.to_env()`), plus:
   every claim the worker makes carries it, so `release_worker` finds its jobs.
 - `JOBVISOR_CONTROL_FD`: the write end of a pipe inherited by the worker.
 
-The worker writes one JSON object per line to that pipe. Messages are small
+The worker writes one JSON object per line to that pipe, each one of the
+`TypedDict`s below (`ControlMessage`). Messages are small
 (well under PIPE_BUF, so each write is atomic) and written from the event loop,
 so a heartbeat proves the loop is turning:
 
     {"t": "ready"}                          booted: pool open, handlers loaded
     {"t": "hb"}                             heartbeat, every HEARTBEAT_INTERVAL
+    {"t": "hb", "unhealthy": ["flush"]}     the same, naming the loops that are
+                                            failing for a reason other than an
+                                            unreachable database (`/healthz`
+                                            answers 503 while any does)
     {"t": "job", "id": "<uuid>", "hard": 12.5}
                                             a job with a hard time limit started;
                                             the parent kills the worker if it has
@@ -32,10 +37,12 @@ A worker notices its parent is gone when `os.getppid()` changes and stops.
 
 from __future__ import annotations
 
+import enum
 import json
 import os
 import secrets
-from typing import Any, Final
+from collections.abc import Mapping
+from typing import Any, Final, Literal, NotRequired, TypedDict
 
 HEARTBEAT_INTERVAL: Final = 1.0
 WORKER_ID_ENV: Final = "JOBVISOR_WORKER_ID"
@@ -47,17 +54,76 @@ EXIT_BOOT_FAILED: Final = 3  # could not import the app or reach the database
 EXIT_CONFIG: Final = 78  # EX_CONFIG
 
 
+class Outcome(enum.StrEnum):
+    """How one execution of a job ended, as the metrics, the spans and the
+    logs name it."""
+
+    COMPLETED = "completed"
+    FAILED = "failed"  # will be retried
+    DEAD = "dead"  # failed on its last attempt
+    RELEASED = "released"  # given back on a stop, attempt not counted
+    SNOOZED = "snoozed"
+    CANCELLED = "cancelled"
+    LEASE_LOST = "lease_lost"  # its lease was lost: the result was dropped
+
+
+class Ready(TypedDict):
+    t: Literal["ready"]
+
+
+class Heartbeat(TypedDict):
+    t: Literal["hb"]
+    unhealthy: NotRequired[list[str]]
+
+
+class JobStarted(TypedDict):
+    t: Literal["job"]
+    id: str
+    hard: float
+
+
+class JobEnded(TypedDict):
+    t: Literal["end"]
+    id: str
+
+
+class MetricsJob(TypedDict):
+    queue: str
+    job_type: str
+    outcome: Outcome
+    count: int
+    seconds: list[float]
+
+
+class Metrics(TypedDict):
+    t: Literal["metrics"]
+    claims: NotRequired[int]
+    claimed: NotRequired[int]
+    lease_lost: NotRequired[int]
+    jobs: NotRequired[list[MetricsJob]]
+
+
+class Fatal(TypedDict):
+    t: Literal["fatal"]
+    error: str
+
+
+ControlMessage = Ready | Heartbeat | JobStarted | JobEnded | Metrics | Fatal
+
+
 def new_worker_id() -> str:
     """A random id per worker incarnation, never a host or pod name."""
     return "w-" + secrets.token_hex(6)
 
 
-def encode(message: dict[str, Any]) -> bytes:
+def encode(message: Mapping[str, Any]) -> bytes:
     return (json.dumps(message, separators=(",", ":")) + "\n").encode()
 
 
 def decode_lines(buffer: bytearray) -> list[dict[str, Any]]:
-    """Pop every complete line from `buffer` and decode it; skip garbage."""
+    """Pop every complete line from `buffer` and decode it; skip garbage.
+    What a child wrote is not trusted: each value is a plain dict, to be
+    checked field by field."""
     messages = []
     while (end := buffer.find(b"\n")) >= 0:
         line = bytes(buffer[:end])
@@ -82,7 +148,7 @@ class ControlChannel:
         raw = os.environ.get(CONTROL_FD_ENV)
         return cls(int(raw) if raw else None)
 
-    def send(self, message: dict[str, Any]) -> None:
+    def send(self, message: ControlMessage) -> None:
         if self.fd is None:
             return
         try:
