@@ -8,7 +8,8 @@ The supervisor starts it (see `protocol`), but it also runs standalone:
 Exit codes: 0 after a clean stop; 78 for an invalid setting; 3 when the app
 cannot be imported or the database cannot be reached at boot; 1 when the
 database stayed unreachable at the end and outcomes were left unwritten (the
-reaper takes those jobs back when their leases expire).
+reaper takes those jobs back when their leases expire), or when one of its
+loops met an error that will not pass (see `loop`).
 
 Signals: SIGTERM or SIGINT drains (a second one cuts the drain short);
 SIGQUIT releases running jobs at once. SIGABRT dumps every thread's stack to
