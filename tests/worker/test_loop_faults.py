@@ -110,3 +110,37 @@ def test_an_error_that_may_pass_but_lasts_stops_the_worker(
     summary = migrated.summary()
     assert summary.count(JobStatus.PENDING) == len(ids)  # never claimed: nothing left running
     assert_invariants(url)
+
+
+def test_an_unreachable_database_is_waited_out_past_the_limit_and_stays_healthy(
+    pg_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    queue = jobvisor.connect(pg_url)
+    queue.migrate()
+    fault = tmp_path / "fault"
+    fault.touch()
+    ids = queue.enqueue_many([{"job_type": "ok"}] * 5)
+    monkeypatch.setenv("FAULT_LIMIT", "0.5")
+    try:
+        with faulty_worker(monkeypatch, pg_url, "claim", "unreachable", fault) as worker:
+            worker.wait_started()
+
+            def past_the_limit() -> bool:
+                failed = worker.events("worker.claim_failed")
+                return any(e["failing_for"] > 0.5 for e in failed)
+
+            wait_until(past_the_limit, "claims failing for longer than the limit")
+            failed = worker.events("worker.claim_failed")
+            assert {(e["level"], e["fault"]) for e in failed} == {("warning", "unreachable")}
+            assert worker.proc.poll() is None and not worker.events("worker.loop_failed")
+            assert not any(m.get("unhealthy") for m in worker.control("hb"))
+            fault.unlink()
+            worker.wait_log("worker.claim_restored")
+            wait_until(
+                lambda: queue.summary().count(JobStatus.COMPLETED) == len(ids),
+                "every job completed",
+            )
+            assert worker.stop() == ExitCode.OK, worker.tail()
+    finally:
+        queue.close()
+    assert_invariants(pg_url)

@@ -374,6 +374,7 @@ class Worker:
             worker_id=self.worker_id,
             error=error,
             fault=fault.value,
+            failing_for=round(now - failing.since, 3),
             retry_in=round(delay, 3),
             **fields,
         )
