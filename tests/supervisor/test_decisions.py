@@ -6,10 +6,14 @@ reload), reduced to the question the arbiter asks and its answer."""
 from __future__ import annotations
 
 import signal
+import sqlite3
 
+import psycopg
+import psycopg_pool
 import pytest
 
 from jobvisor.exitcodes import ExitCode
+from jobvisor.queue.errors import DatabaseUnavailable
 from jobvisor.supervisor import decisions
 from jobvisor.supervisor.decisions import (
     ABORT_GRACE,
@@ -24,6 +28,7 @@ from jobvisor.supervisor.decisions import (
     StopMode,
 )
 from jobvisor.supervisor.reload import Verdict, judge_candidate
+from jobvisor.supervisor.services import may_pass
 
 # --- what an exit means ----------------------------------------------------------
 
@@ -247,3 +252,17 @@ def test_a_ready_candidate_whose_slot_went_away_retires() -> None:
     stopping = judge_candidate(ready=True, alive=True, running=False, slot_kept=True)
     assert scaled_down is Verdict.SURPLUS
     assert stopping is Verdict.SURPLUS
+
+
+# --- what counts as an outage -----------------------------------------------------------
+
+
+def test_an_outage_is_waited_out_and_a_broken_setup_is_not() -> None:
+    assert may_pass(TimeoutError())
+    assert may_pass(DatabaseUnavailable("gone"))
+    assert may_pass(psycopg.OperationalError("connection refused"))
+    assert may_pass(psycopg_pool.PoolTimeout("couldn't get a connection"))
+    assert may_pass(sqlite3.OperationalError("database is locked"))
+    assert not may_pass(sqlite3.OperationalError("no such table: jobvisor_jobs"))
+    assert not may_pass(psycopg.errors.UndefinedTable("relation does not exist"))
+    assert not may_pass(ValueError("a bug"))

@@ -31,7 +31,7 @@ from .maintenance import (
 
 PING_INTERVAL: Final = 1.0  # /readyz follows the database within a few seconds
 PING_TIMEOUT: Final = 2.0
-READY_WINDOW: Final = 3.0  # /readyz: the database answered this recently
+READY_WINDOW: Final = 5.0  # /readyz: the database answered this recently
 NO_JOB: Final = uuid.UUID(int=0)  # a read by primary key that finds nothing
 REQUEUE_TIMEOUT: Final = 10.0  # one release_worker call
 REQUEUE_PATIENCE: Final = 60.0  # retrying it; then the lease reaper takes over
@@ -45,12 +45,17 @@ def error_text(exc: BaseException) -> str:
 
 def may_pass(exc: BaseException) -> bool:
     """Whether a database error looks like an outage a retry may outlast: the
-    server unreachable, a broken connection, a timeout. The driver's own
-    classes are not named here; its operational errors (and the pool's
-    timeout, one of them) are recognised by their family name."""
+    server unreachable, a broken connection, a timeout, a locked SQLite file.
+    The driver's own classes are not imported here: PostgreSQL's operational
+    errors (the pool's timeout is one) are recognised by their family."""
     if isinstance(exc, DatabaseUnavailable | TimeoutError | OSError):
         return True
-    return any(cls.__name__ == "OperationalError" for cls in type(exc).__mro__)
+    for cls in type(exc).__mro__:
+        if cls.__name__ == "OperationalError" and cls.__module__.startswith("psycopg"):
+            return True
+        if cls.__name__ == "OperationalError" and cls.__module__ == "sqlite3":
+            return "locked" in str(exc) or "busy" in str(exc)
+    return False
 
 
 def start_maintenance(
@@ -90,7 +95,8 @@ def start_maintenance(
 
 class DatabaseWatch:
     """Pings the database about once a second; `up` is what `/readyz` reads.
-    A change either way is logged once."""
+    An error that is not an outage (`may_pass`) still counts as an answer:
+    the server is there. A change either way is logged once."""
 
     def __init__(self, queue: AsyncQueue, *, interval: float = PING_INTERVAL) -> None:
         self.queue, self.interval = queue, interval
@@ -111,10 +117,18 @@ class DatabaseWatch:
         except asyncio.CancelledError:
             raise
         except Exception as exc:
+            if not may_pass(exc):
+                return self._answered()  # with an error, but it answered (a missing schema)
             if not self._down_logged:
-                log.warning("database.unavailable", error=error_text(exc))
+                error = f"no answer within {PING_TIMEOUT:g}s"
+                if not isinstance(exc, TimeoutError):
+                    error = error_text(exc)
+                log.warning("database.unavailable", error=error)
                 self._down_logged = True
             return False
+        return self._answered()
+
+    def _answered(self) -> bool:
         self.answered_at = time.monotonic()
         if self._down_logged:
             log.info("database.available")

@@ -64,10 +64,11 @@ async def serve_http(
         return None
 
 
-async def migrate(queue: AsyncQueue) -> None:
+async def _migrated(queue: AsyncQueue) -> bool:
     applied = await asyncio.wait_for(queue.migrate(), MIGRATE_TIMEOUT)
     if applied:
         log.info("database.migrated", versions=",".join(map(str, applied)))
+    return True
 
 
 async def wait_for_database(
@@ -84,10 +85,9 @@ async def wait_for_database(
     attempt = 0
     while True:
         try:
-            if run_migrations:
-                await migrate(queue)
-                return True
-            if await watch.ping():
+            # A ping first: it gives up within seconds, where a migration
+            # would wait for the pool's whole connect timeout.
+            if await watch.ping() and (not run_migrations or await _migrated(queue)):
                 return True
             error = "the database did not answer"
         except Exception as exc:
