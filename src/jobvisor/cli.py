@@ -10,6 +10,8 @@ as one line, and the exit code says what happened:
     1   the operation failed: no such job, a job in the wrong status, the
         database refused or could not be reached
     2   usage: a bad argument or bad input; nothing was done
+    3   `run`: a worker cannot boot (its app does not load); a retry cannot fix it
+    4   `run`: workers kept dying with no job to blame; the restart budget is spent
     78  the configuration is invalid (EX_CONFIG); systemd does not restart
     130 interrupted (Ctrl-C) during a one-shot command
 """
@@ -32,14 +34,15 @@ import psycopg
 
 from . import __version__
 from .config import EX_CONFIG, SETTINGS, Config, ConfigError
+from .exitcodes import ExitCode
 from .queue import InvalidArgument, JobNotFound, JobStatus, JobvisorError, NewJob, Queue, connect
 from .queue.api import parse_url
 from .queue.model import Job
 
-EXIT_OK = 0
-EXIT_FAILED = 1
-EXIT_USAGE = 2
-EXIT_INTERRUPTED = 130
+EXIT_OK = ExitCode.OK
+EXIT_FAILED = ExitCode.FAILED
+EXIT_USAGE = ExitCode.USAGE
+EXIT_INTERRUPTED = ExitCode.INTERRUPTED
 
 ENQUEUE_KEYS = (
     "job_type", "payload", "queue", "priority", "run_at", "delay", "max_attempts",
@@ -53,6 +56,8 @@ exit codes:
   0   done
   1   the operation failed (no such job, wrong status, database error)
   2   usage: a bad argument or bad input; nothing was done
+  3   run: a worker cannot boot (its app does not load)
+  4   run: a crash loop (the restart budget is spent)
   78  invalid configuration (EX_CONFIG)
   130 interrupted
 """

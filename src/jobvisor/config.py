@@ -12,10 +12,11 @@ import sys
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from .exitcodes import ExitCode
 from .queue.api import parse_url, redact_url
 from .queue.errors import InvalidArgument, JobvisorError
 
-EX_CONFIG = 78
+EX_CONFIG = ExitCode.CONFIG
 ENV_PREFIX = "JOBVISOR_"
 
 

@@ -43,7 +43,7 @@ def test_unit_declares_what_a_graceful_service_needs() -> None:
     assert o["KillMode"] == ["mixed"]
     assert o["KillSignal"] == ["SIGTERM"]
     assert o["Restart"] == ["on-failure"]
-    assert o["RestartPreventExitStatus"] == ["78"]
+    assert o["RestartPreventExitStatus"] == ["3 78"]
     assert o["ExecReload"] == ["/bin/kill -HUP $MAINPID"]
     assert o["ExecStart"][0].endswith("jobvisor run")
     assert o["EnvironmentFile"]

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import jobvisor
 from jobvisor import Queue
+from jobvisor.exitcodes import ExitCode
 from jobvisor.worker.protocol import EXIT_BOOT_FAILED
 from tests.invariants import assert_invariants
 
@@ -160,7 +161,7 @@ def test_too_many_crashes_in_the_window_stop_the_supervisor_non_zero(
     dying = {"JOBVISOR_APP": "tests.supervisor.dying_app:registry", "JOBVISOR_MAX_RESTARTS": "2"}
     service = start_service(url, tmp_path, dying)
 
-    assert service.wait_exit(60) == 1
+    assert service.wait_exit(60) == ExitCode.CRASH_LOOP
     assert service.events("supervisor.crash_loop")
     assert len(service.events("worker.spawned")) <= 2 + 2
     assert not service.events("worker.crash_charged_to_jobs")

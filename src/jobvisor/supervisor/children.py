@@ -30,11 +30,28 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final
 
+from ..log import get_logger
 from ..worker import protocol
+from . import decisions
+from .decisions import Kill, KillReason, StopMode, describe_exit
+
+__all__ = [
+    "Slot",
+    "WorkerProcess",
+    "become_subreaper",
+    "describe_exit",
+    "read_messages",
+    "reap_children",
+    "spawn_worker",
+    "unwatch",
+    "watch",
+]
 
 WORKER_COMMAND: Final = (sys.executable, "-m", "jobvisor.worker")
 READ_CHUNK: Final = 65536
 PR_SET_CHILD_SUBREAPER: Final = 36
+
+log = get_logger("supervisor")
 
 
 @dataclasses.dataclass(eq=False)
@@ -56,18 +73,8 @@ class WorkerProcess:
     fatal_error: str | None = None
     # The loops its last heartbeat reported failing (`worker.protocol.Heartbeat`).
     unhealthy: list[str] = dataclasses.field(default_factory=list)
-    # Why the parent is killing it (None: it is not being killed), and when the
-    # SIGKILL follows the SIGABRT.
-    kill_reason: str | None = None
-    kill_cause: str | None = None
-    # The job that got the worker killed (past its hard time limit), if one did.
-    culprit: str | None = None
-    sigkill_at: float | None = None
-    sigkilled: bool = False
-    # The signal the parent sent to stop it (SIGTERM: drain, SIGQUIT: at once)
-    # and when it is killed if it has not exited by then.
-    stop_signal: int | None = None
-    stop_deadline: float | None = None
+    # What the parent has done to end it (a stop or a kill); None: nothing yet.
+    kill: Kill | None = None
     exit_code: int | None = None  # os.waitstatus_to_exitcode: -N for signal N
     buffer: bytearray = dataclasses.field(default_factory=bytearray)
     ready_event: asyncio.Event = dataclasses.field(default_factory=asyncio.Event)
@@ -81,6 +88,11 @@ class WorkerProcess:
     def ready(self) -> bool:
         return self.ready_at is not None
 
+    @property
+    def forced_kill(self) -> Kill | None:
+        """The kill under way (SIGABRT or SIGKILL), not a stop; None if none."""
+        return self.kill if self.kill is not None and self.kill.forced else None
+
     def signal(self, signum: int) -> bool:
         """Send `signum`; False if the process is already gone."""
         if not self.alive:
@@ -91,6 +103,115 @@ class WorkerProcess:
             return False
         return True
 
+    def abort(self, kill: Kill) -> None:
+        """SIGABRT for `kill`'s reason (a stack dump), SIGKILL at its `sigkill_at`."""
+        self.kill = kill
+        fields = {"job_id": kill.culprit} if kill.culprit else {}
+        log.error(
+            "worker.killed",
+            worker_id=self.worker_id,
+            pid=self.pid,
+            reason=kill.reason,
+            signal="SIGABRT",
+            detail=kill.cause,
+            **fields,
+        )
+        self.signal(signal.SIGABRT)
+
+    def sigkill(self, reason: KillReason) -> None:
+        """SIGKILL now, unless already sent."""
+        kill = decisions.sigkill(self.kill, reason, self.worker_id)
+        if kill is None:
+            return
+        self.kill = kill
+        log.warning(
+            "worker.killed", worker_id=self.worker_id, pid=self.pid, reason=reason, signal="SIGKILL"
+        )
+        self.signal(signal.SIGKILL)
+
+    def stop(self, mode: StopMode, *, shutdown_timeout: float) -> None:
+        """Ask it to stop (`decisions.stop_kill`); KILL is SIGKILL now."""
+        if mode is StopMode.KILL:
+            self.sigkill(KillReason.STOPPED_AT_ONCE)
+            return
+        kill = decisions.stop_kill(
+            self.kill, mode, now=time.monotonic(), shutdown_timeout=shutdown_timeout
+        )
+        if kill is None:
+            return
+        previous, self.kill = self.kill, kill
+        if previous is None or previous.signal != kill.signal:
+            self.signal(kill.signal)
+
+    def hear(self, message: dict[str, Any]) -> bool:
+        """Take in one control message; True when it is the `ready` that ends
+        the boot."""
+        now = time.monotonic()
+        self.last_message_at = now
+        kind, job_id = message.get("t"), message.get("id")
+        if kind == "hb":
+            unhealthy = message.get("unhealthy")
+            self.unhealthy = [str(n) for n in unhealthy] if isinstance(unhealthy, list) else []
+        elif kind == "job" and isinstance(job_id, str):
+            hard = message.get("hard")
+            if isinstance(hard, int | float) and hard > 0:
+                self.hard_deadlines[job_id] = now + float(hard)
+                self.hard_limits[job_id] = float(hard)
+        elif kind == "end" and isinstance(job_id, str):
+            self.hard_deadlines.pop(job_id, None)
+            self.hard_limits.pop(job_id, None)
+        elif kind == "fatal":
+            error = message.get("error")
+            self.fatal_error = str(error) if error is not None else "unknown"
+            log.error("worker.fatal", worker_id=self.worker_id, error=self.fatal_error)
+        elif kind == "ready" and self.ready_at is None:
+            self.ready_at = now
+            self.ready_event.set()
+            boot = round(now - self.spawned_at, 3)
+            log.info("worker.ready", worker_id=self.worker_id, pid=self.pid, boot_seconds=boot)
+            return True
+        return False
+
+    def log_exit(self, code: int, *, expected: bool) -> None:
+        """The `worker.exited` line: a warning with the reason when the parent
+        killed it, info for an expected clean exit, an error otherwise."""
+        fields: dict[str, Any] = {
+            "worker_id": self.worker_id,
+            "pid": self.pid,
+            "slot": self.slot,
+            "exit": describe_exit(code),
+            "uptime": round(time.monotonic() - self.spawned_at, 3),
+        }
+        if self.kill is not None and self.kill.forced:
+            log.warning("worker.exited", reason=self.kill.reason, **fields)
+        elif expected and code == 0:
+            log.info("worker.exited", **fields)
+        else:
+            log.error("worker.exited", error=self.fatal_error, **fields)
+
+    def watchdog_kill(self, now: float, *, worker_timeout: float) -> Kill | None:
+        """The SIGABRT it has earned (`decisions.watchdog_kill`); None while
+        it is being killed already."""
+        if self.kill is not None and self.kill.forced:
+            return None
+        return decisions.watchdog_kill(
+            worker_id=self.worker_id,
+            now=now,
+            spawned_at=self.spawned_at,
+            last_message_at=self.last_message_at,
+            worker_timeout=worker_timeout,
+            hard_deadlines=self.hard_deadlines,
+            hard_limits=self.hard_limits,
+        )
+
+    def exited(self, code: int) -> list[dict[str, Any]]:
+        """Record its exit and close its fds; the messages it wrote last."""
+        self.exit_code = code
+        messages, _ = read_messages(self)
+        self.close_fds()
+        self.exited_event.set()
+        return messages
+
     def close_fds(self) -> None:
         for fd in (self.control_fd, self.pidfd):
             if fd is not None and fd >= 0:
@@ -98,18 +219,15 @@ class WorkerProcess:
                     os.close(fd)
         self.control_fd, self.pidfd = -1, None
 
-    def describe(self) -> dict[str, Any]:
-        """A snapshot for logs and the HTTP endpoints."""
-        now = time.monotonic()
-        return {
-            "slot": self.slot,
-            "worker_id": self.worker_id,
-            "pid": self.pid,
-            "ready": self.ready,
-            "uptime": round(now - self.spawned_at, 3),
-            "silent_for": round(now - (self.last_message_at or self.spawned_at), 3),
-            "jobs_with_hard_limit": len(self.hard_deadlines),
-        }
+
+@dataclasses.dataclass(eq=False)
+class Slot:
+    """One of the N places for an active worker."""
+
+    index: int
+    worker: WorkerProcess | None = None
+    failures: int = 0  # unexpected exits in a row
+    respawn_at: float = 0.0  # monotonic; an empty slot is filled from then on
 
 
 def spawn_worker(
@@ -193,20 +311,6 @@ def reap_children() -> list[tuple[int, int]]:
         with contextlib.suppress(ValueError):
             reaped.append((pid, os.waitstatus_to_exitcode(status)))
     return reaped
-
-
-def describe_exit(code: int) -> str:
-    """The exit in words, e.g. `exit code 3` or `killed by SIGKILL (probably the
-    OOM killer)`."""
-    if code >= 0:
-        return f"exit code {code}"
-    try:
-        name = signal.Signals(-code).name
-    except ValueError:
-        name = f"signal {-code}"
-    if -code == signal.SIGKILL:
-        return f"killed by {name} (probably the OOM killer)"
-    return f"killed by {name}"
 
 
 def become_subreaper() -> bool:

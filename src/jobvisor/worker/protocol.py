@@ -44,14 +44,16 @@ import secrets
 from collections.abc import Mapping
 from typing import Any, Final, Literal, NotRequired, TypedDict
 
+from ..exitcodes import ExitCode
+
 HEARTBEAT_INTERVAL: Final = 1.0
 WORKER_ID_ENV: Final = "JOBVISOR_WORKER_ID"
 CONTROL_FD_ENV: Final = "JOBVISOR_CONTROL_FD"
 
-# Exit codes of a worker process, read by the supervisor.
-EXIT_OK: Final = 0
-EXIT_BOOT_FAILED: Final = 3  # could not import the app or reach the database
-EXIT_CONFIG: Final = 78  # EX_CONFIG
+# Exit codes of a worker process, read by the supervisor (see `ExitCode`).
+EXIT_OK: Final = ExitCode.OK
+EXIT_BOOT_FAILED: Final = ExitCode.BOOT_FAILED  # could not import the app
+EXIT_CONFIG: Final = ExitCode.CONFIG
 
 
 class Outcome(enum.StrEnum):

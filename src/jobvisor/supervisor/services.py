@@ -1,0 +1,204 @@
+"""The supervisor's background services: the queue's maintenance (run by the
+elected leader), the database watch behind `/readyz`, and the systemd
+watchdog. Each is a task on the supervisor's loop; none blocks it."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from collections.abc import Callable
+from typing import Final
+
+from .. import systemd
+from ..backoff import backoff
+from ..config import Config
+from ..log import get_logger
+from ..metrics import Metrics
+from ..queue.api import AsyncQueue
+from ..queue.errors import DatabaseUnavailable, JobNotFound
+from ..queue.model import JobStatus, Summary
+from .maintenance import (
+    Cleaner,
+    CleanerConfig,
+    Leadership,
+    LeaseReaper,
+    ReaperConfig,
+    SummaryConfig,
+    SummaryLogger,
+    run_periodically,
+)
+
+PING_INTERVAL: Final = 1.0  # /readyz follows the database within a few seconds
+PING_TIMEOUT: Final = 2.0
+READY_WINDOW: Final = 5.0  # /readyz: the database answered this recently
+NO_JOB: Final = uuid.UUID(int=0)  # a read by primary key that finds nothing
+REQUEUE_TIMEOUT: Final = 10.0  # one release_worker call
+REQUEUE_PATIENCE: Final = 60.0  # retrying it; then the lease reaper takes over
+
+log = get_logger("supervisor")
+
+
+def error_text(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {exc}".strip()
+
+
+def may_pass(exc: BaseException) -> bool:
+    """Whether a database error looks like an outage a retry may outlast: the
+    server unreachable, a broken connection, a timeout, a locked SQLite file.
+    The driver's own classes are not imported here: PostgreSQL's operational
+    errors (the pool's timeout is one) are recognised by their family."""
+    if isinstance(exc, DatabaseUnavailable | TimeoutError | OSError):
+        return True
+    for cls in type(exc).__mro__:
+        if cls.__name__ == "OperationalError" and cls.__module__.startswith("psycopg"):
+            return True
+        if cls.__name__ == "OperationalError" and cls.__module__ == "sqlite3":
+            return "locked" in str(exc) or "busy" in str(exc)
+    return False
+
+
+def start_maintenance(
+    config: Config,
+    queue: AsyncQueue,
+    leadership: Leadership,
+    metrics: Metrics,
+    workers: Callable[[], int],
+) -> list[asyncio.Task[None]]:
+    """Start leadership and the services only the leader runs; their tasks.
+    Each summary goes to the metrics and to systemd's status line, with the
+    number of live `workers()`."""
+
+    def on_summary(summary: Summary) -> None:
+        metrics.record_summary(summary)
+        systemd.status(
+            f"{workers()} workers; {summary.count(JobStatus.PENDING)} pending, "
+            f"{summary.count(JobStatus.RUNNING)} running"
+        )
+
+    retention: dict[JobStatus | str, float | None] = {
+        JobStatus.COMPLETED: config.retention_completed,
+        JobStatus.CANCELLED: config.retention_cancelled,
+        JobStatus.DEAD: config.retention_dead,
+    }
+    services = (
+        LeaseReaper(queue, ReaperConfig(config.reap_interval), on_reaped=metrics.record_reaped),
+        Cleaner(queue, CleanerConfig(config.cleanup_interval, retention)),
+        SummaryLogger(queue, SummaryConfig(config.summary_interval), on_summary=on_summary),
+    )
+    tasks = [asyncio.create_task(run_periodically(leadership, first_delay=0.0))]
+    for service in services:
+        loop = run_periodically(service, when=lambda: leadership.is_leader)
+        tasks.append(asyncio.create_task(loop))
+    return tasks
+
+
+class DatabaseWatch:
+    """Pings the database about once a second; `up` is what `/readyz` reads.
+    An error that is not an outage (`may_pass`) still counts as an answer:
+    the server is there. A change either way is logged once."""
+
+    def __init__(self, queue: AsyncQueue, *, interval: float = PING_INTERVAL) -> None:
+        self.queue, self.interval = queue, interval
+        self.answered_at: float | None = None
+        self._down_logged = False
+
+    @property
+    def up(self) -> bool:
+        answered = self.answered_at
+        return answered is not None and time.monotonic() - answered < READY_WINDOW
+
+    async def ping(self) -> bool:
+        """One ping; True if the database answered."""
+        try:
+            await asyncio.wait_for(self.queue.get(NO_JOB), PING_TIMEOUT)
+        except JobNotFound:
+            pass  # the answer expected: the database is there
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            if not may_pass(exc):
+                return self._answered()  # with an error, but it answered (a missing schema)
+            if not self._down_logged:
+                error = f"no answer within {PING_TIMEOUT:g}s"
+                if not isinstance(exc, TimeoutError):
+                    error = error_text(exc)
+                log.warning("database.unavailable", error=error)
+                self._down_logged = True
+            return False
+        return self._answered()
+
+    def _answered(self) -> bool:
+        self.answered_at = time.monotonic()
+        if self._down_logged:
+            log.info("database.available")
+            self._down_logged = False
+        return True
+
+    async def run(self) -> None:
+        while True:
+            await self.ping()
+            await asyncio.sleep(self.interval)
+
+
+async def watchdog(interval: float, last_tick: Callable[[], float], tick: float) -> None:
+    """systemd's watchdog, pinged from the supervisor's loop, so a wedged loop
+    stops the pings."""
+    while True:
+        if time.monotonic() - last_tick() < max(interval, tick * 4):
+            systemd.watchdog()
+        await asyncio.sleep(interval)
+
+
+async def requeue_jobs(
+    queue: AsyncQueue,
+    worker_id: str,
+    *,
+    error: str,
+    culprit: str | None,
+    stopped: Callable[[], bool],
+) -> int | None:
+    """Hand back a dead worker's jobs: `release_worker`, retried while the
+    database is away (until `REQUEUE_PATIENCE`, or `stopped()`); the lease
+    reaper is the fallback if it stays away. With a `culprit` (the job past
+    its hard limit), only that job is charged; the jobs beside it go back
+    with their attempt given back. Returns how many jobs the worker held,
+    or None when the database could not say."""
+    give_up_at = time.monotonic() + REQUEUE_PATIENCE
+    attempt = 0
+    while True:
+        try:
+            release = queue.release_worker(worker_id, error=error, culprit=culprit)
+            count = await asyncio.wait_for(release, REQUEUE_TIMEOUT)
+        except Exception as exc:
+            attempt += 1
+            delay = backoff(attempt, base=0.2, cap=5.0, jitter=0.0)
+            if time.monotonic() + delay > give_up_at or stopped():
+                log.error(
+                    "worker.requeue_failed",
+                    worker_id=worker_id,
+                    error=error_text(exc),
+                    note="its jobs go back when their lease expires",
+                )
+                return None
+            log.warning("worker.requeue_retry", worker_id=worker_id, error=error_text(exc))
+            await asyncio.sleep(delay)
+            continue
+        if count:
+            log.warning("worker.jobs_requeued", worker_id=worker_id, count=count, error=error)
+        return count
+
+
+async def await_requeues(requeues: set[asyncio.Task[int | None]], *, patience: float) -> None:
+    """At exit: wait for the requeues still in flight, then give up on them."""
+    if not requeues:
+        return
+    _, pending = await asyncio.wait(requeues, timeout=patience)
+    for unfinished in pending:
+        unfinished.cancel()
+    if pending:
+        log.error(
+            "supervisor.requeue_unfinished",
+            workers=len(pending),
+            note="their jobs go back when their lease expires",
+        )
