@@ -8,6 +8,7 @@ import json
 import logging
 import subprocess
 import sys
+import traceback
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -16,7 +17,7 @@ import pytest
 from jobvisor.config import DATABASE_URL_FILE, Config, ConfigError, _without_url_flag
 from jobvisor.log import get_logger, setup_logging
 from jobvisor.queue.api import parse_url
-from jobvisor.queue.errors import InvalidArgument
+from jobvisor.queue.errors import DatabaseUnavailable, InvalidArgument
 from jobvisor.queue.redact import (
     MASK,
     RedactFilter,
@@ -223,3 +224,10 @@ def test_the_flag_and_its_value_are_taken_out_of_argv(
     args: list[str], rest: list[str] | None
 ) -> None:
     assert _without_url_flag(args, URL) == rest
+
+
+def test_a_jobvisor_error_never_shows_a_password() -> None:
+    remember_secrets("postgresql://u:Err-Secret%zz@h/db")
+    exc = DatabaseUnavailable('invalid percent-encoded token: "Err-Secret%zz"')
+    assert str(exc) == 'invalid percent-encoded token: "***"'
+    assert "Err-Secret" not in "".join(traceback.format_exception(exc))
