@@ -218,6 +218,7 @@ URL = "postgresql://u:S3cret@h/db"
         (["--workers=1", "--data", URL], ["--workers=1"]),
         (["run", "--", "--database-url", URL], None),
         (["run", "--database-url", "other"], None),
+        (["run", "--database-url", "sqlite:///a.db", "--database-url", URL], ["run"]),
     ],
 )
 def test_the_flag_and_its_value_are_taken_out_of_argv(

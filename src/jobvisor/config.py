@@ -258,8 +258,9 @@ _URL_FLAG = "--database-url"
 
 
 def _without_url_flag(args: Sequence[str], url: str) -> list[str] | None:
-    """`args` without the `--database-url URL` (or `--database-url=URL`, or an
-    abbreviation argparse accepted) that gave `url`; None if it is not found."""
+    """`args` without any `--database-url VALUE` (or `--database-url=VALUE`, or
+    an abbreviation argparse accepted); None unless one of them gave `url`
+    (argparse keeps the last, so none may stay behind)."""
     out: list[str] = []
     found = False
     i = 0
@@ -270,10 +271,10 @@ def _without_url_flag(args: Sequence[str], url: str) -> list[str] | None:
         if arg == "--":
             out += args[i:]
             break
-        if is_flag and eq and value == url:
-            found = True
-        elif is_flag and not eq and i + 1 < len(args) and args[i + 1] == url:
-            found, i = True, i + 1
+        if is_flag and eq:
+            found = found or value == url
+        elif is_flag and i + 1 < len(args):
+            found, i = found or args[i + 1] == url, i + 1
         else:
             out.append(arg)
         i += 1
