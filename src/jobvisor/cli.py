@@ -33,11 +33,20 @@ from typing import IO, Any, NoReturn, TextIO
 import psycopg
 
 from . import __version__
-from .config import EX_CONFIG, SETTINGS, Config, ConfigError
+from .config import (
+    EX_CONFIG,
+    SETTINGS,
+    Config,
+    ConfigError,
+    database_url_from_hidden_flag,
+    hide_database_url_flag,
+)
 from .exitcodes import ExitCode
+from .log import install_redacting_hooks
 from .queue import InvalidArgument, JobNotFound, JobStatus, JobvisorError, NewJob, Queue, connect
 from .queue.api import parse_url
 from .queue.model import Job
+from .queue.redact import redact_text
 
 EXIT_OK = ExitCode.OK
 EXIT_FAILED = ExitCode.FAILED
@@ -75,7 +84,7 @@ class OperationFailed(JobvisorError):
 
 
 def _err(prog: str, message: str) -> None:
-    print(f"{prog}: error: {message}", file=sys.stderr)
+    print(f"{prog}: error: {redact_text(message)}", file=sys.stderr)
 
 
 def _json_default(value: Any) -> Any:
@@ -681,10 +690,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     prog = "jobvisor " + args.command + (f" {args.dead_command}" if args.command == "dead" else "")
     if args.command == "version":
         return cmd_version(args, None)
+    if argv is None:  # our own command line: keep a password out of `ps`
+        install_redacting_hooks()
+        hide_database_url_flag(getattr(args, "setting_database_url", None))
+        hidden = database_url_from_hidden_flag()
+        if hidden is not None and getattr(args, "setting_database_url", None) is None:
+            args.setting_database_url = hidden
     try:
         config = _load_config(args)
     except ConfigError as exc:
-        print(f"jobvisor: configuration error: {exc}", file=sys.stderr)
+        print(f"jobvisor: configuration error: {redact_text(str(exc))}", file=sys.stderr)
         return EX_CONFIG
     try:
         return int(args.func(args, config))

@@ -9,12 +9,13 @@ import dataclasses
 import math
 import os
 import sys
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from .exitcodes import ExitCode
-from .queue.api import parse_url, redact_url
+from .queue.api import parse_url
 from .queue.errors import InvalidArgument, JobvisorError
+from .queue.redact import redact_text, redact_url, secrets_of
 
 EX_CONFIG = ExitCode.CONFIG
 ENV_PREFIX = "JOBVISOR_"
@@ -160,6 +161,21 @@ SETTINGS: tuple[Setting, ...] = (
 
 SETTINGS_BY_FIELD = {s.field: s for s in SETTINGS}
 
+# A file holding the database URL (a mounted Kubernetes or systemd secret), so
+# that the password is in neither the environment nor the command line.
+DATABASE_URL_FILE = ENV_PREFIX + "DATABASE_URL_FILE"
+
+
+def _read_url_file(path: str) -> str:
+    """The URL in the file at `path`, without its surrounding whitespace."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            return f.read().strip()
+    except (OSError, UnicodeDecodeError, ValueError):
+        raise ConfigError(
+            DATABASE_URL_FILE, path, "a readable UTF-8 file holding the database URL"
+        ) from None
+
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class Config:
@@ -191,7 +207,9 @@ class Config:
         cls, env: Mapping[str, str] | None = None, overrides: Mapping[str, str] | None = None
     ) -> Config:
         """Read every setting: a flag (`overrides`, by field name) wins over the
-        environment, which wins over the default. Raises `ConfigError`."""
+        environment, which wins over the default. The database URL may also
+        come from the file `JOBVISOR_DATABASE_URL_FILE` names, after the
+        variable and before the default. Raises `ConfigError`."""
         env = os.environ if env is None else env
         overrides = overrides or {}
         values: dict[str, Any] = {}
@@ -201,11 +219,16 @@ class Config:
                 raw, source, name = overrides[s.field], "flag", s.flag
             elif s.env in env:
                 raw, source, name = env[s.env], "env", s.env
+            elif s.field == "database_url" and DATABASE_URL_FILE in env:
+                path = env[DATABASE_URL_FILE]
+                raw, source, name = _read_url_file(path), "file", DATABASE_URL_FILE
             else:
                 raw, source, name = s.default, "default", s.env
             try:
                 values[s.field] = s.parse(raw)
             except (ValueError, TypeError):
+                if source == "file":  # name the file, not what it holds
+                    raise ConfigError(name, path, "a file holding " + s.expected) from None
                 raise ConfigError(name, raw, s.expected) from None
             sources[s.field] = source
         return cls(**values, sources=sources)
@@ -229,6 +252,69 @@ class Config:
         return rows
 
 
+# Where a re-executed process finds the URL its command line held (see
+# `hide_database_url_flag`); read once and removed from the environment.
+HIDDEN_FLAG_ENV = "_JOBVISOR_DATABASE_URL_FLAG"
+_URL_FLAG = "--database-url"
+
+
+def _without_url_flag(args: Sequence[str], url: str) -> list[str] | None:
+    """`args` without any `--database-url VALUE` (or `--database-url=VALUE`, or
+    an abbreviation argparse accepted); None unless one of them gave `url`
+    (argparse keeps the last, so none may stay behind)."""
+    out: list[str] = []
+    found = False
+    i = 0
+    while i < len(args):
+        arg = args[i]
+        name, eq, value = arg.partition("=")
+        is_flag = len(name) > 3 and _URL_FLAG.startswith(name)
+        if arg == "--":
+            out += args[i:]
+            break
+        if is_flag and eq:
+            found = found or value == url
+        elif is_flag and i + 1 < len(args):
+            found, i = found or args[i + 1] == url, i + 1
+        else:
+            out.append(arg)
+        i += 1
+    return out if found else None
+
+
+def hide_database_url_flag(url: str | None) -> None:
+    """Keep a password given with `--database-url` out of `ps`.
+
+    The command line of a process is readable by every user of the host, its
+    environment only by its owner. When the flag's URL holds a password, the
+    process executes itself again with the flag removed from its arguments and
+    the URL in its environment (`HIDDEN_FLAG_ENV`, where
+    `database_url_from_hidden_flag` finds it, still counted as a flag); this
+    call then does not return. Otherwise (no flag, no password, or a command
+    line it cannot rewrite) it returns and nothing changes. The password
+    remains visible for the few milliseconds before the new image starts:
+    pass it by environment or `JOBVISOR_DATABASE_URL_FILE` instead."""
+    if not url or not secrets_of(url):
+        return
+    args = sys.argv[1:]
+    orig = list(getattr(sys, "orig_argv", []))
+    if len(orig) < len(args) + 1 or orig[len(orig) - len(args) :] != args:
+        return
+    rest = _without_url_flag(args, url)
+    if rest is None or not sys.executable:
+        return
+    os.environ[HIDDEN_FLAG_ENV] = url
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os.execv(sys.executable, [*orig[: len(orig) - len(args)], *rest])
+
+
+def database_url_from_hidden_flag() -> str | None:
+    """The URL `hide_database_url_flag` moved out of the command line, if any;
+    removed from the environment so that child processes do not inherit it."""
+    return os.environ.pop(HIDDEN_FLAG_ENV, None)
+
+
 def load_or_exit(prog: str, overrides: Mapping[str, str] | None = None) -> Config:
     """`Config.load()` for a process's entry point: an invalid setting prints
     one line, `<prog>: <variable>=<value>: expected …`, on stderr and exits
@@ -236,5 +322,5 @@ def load_or_exit(prog: str, overrides: Mapping[str, str] | None = None) -> Confi
     try:
         return Config.load(overrides=overrides)
     except ConfigError as exc:
-        print(f"{prog}: {exc}", file=sys.stderr)
+        print(f"{prog}: {redact_text(str(exc))}", file=sys.stderr)
         raise SystemExit(EX_CONFIG) from None

@@ -111,6 +111,7 @@ class _Handler:
                 f"Content-Type: {content_type}",
                 f"Content-Length: {len(body)}",
                 "Cache-Control: no-store",
+                "X-Content-Type-Options: nosniff",
                 "Connection: close",
                 "",
                 "",

@@ -6,7 +6,10 @@
 On a terminal (or with `text`) a line reads
 `2026-11-29T16:32:18.123Z info  worker job.completed job_id=… attempt=1`;
 with `json` it is one JSON object per line. The current correlation id is
-added to every line logged while it is set. Never pass a payload or a password.
+added to every line logged while it is set. Never pass a payload or a password:
+even so, every line (its message, fields and traceback, whoever logged it)
+passes through `RedactFilter`, which masks database passwords, and so do
+uncaught exceptions and warnings once `setup_logging` has run.
 """
 
 from __future__ import annotations
@@ -15,9 +18,14 @@ import datetime as dt
 import json
 import logging
 import sys
+import threading
+import traceback
+import warnings
+from types import TracebackType
 from typing import Any, TextIO
 
 from .queue.correlation import current_correlation_id
+from .queue.redact import RedactFilter, install_library_filters, redact_text
 
 _ROOT = "jobvisor"
 
@@ -79,6 +87,8 @@ class TextFormatter(logging.Formatter):
         line = " ".join(parts)
         if record.exc_info:
             line += "\n" + self.formatException(record.exc_info)
+        elif record.exc_text:  # already formatted (and masked) by RedactFilter
+            line += "\n" + record.exc_text
         return line
 
 
@@ -94,6 +104,8 @@ class JsonFormatter(logging.Formatter):
         out.update({k: v for k, v in fields.items() if v is not None})
         if record.exc_info:
             out["exception"] = self.formatException(record.exc_info)
+        elif record.exc_text:  # already formatted (and masked) by RedactFilter
+            out["exception"] = record.exc_text
         return json.dumps(out, default=str)
 
 
@@ -111,6 +123,7 @@ def setup_logging(fmt: str = "auto", level: str = "info", stream: TextIO | None 
         fmt = "text" if stream.isatty() else "json"
     handler = logging.StreamHandler(stream)
     handler.setFormatter(JsonFormatter() if fmt == "json" else TextFormatter())
+    handler.addFilter(RedactFilter())
     ours = logging.getLogger(_ROOT)
     ours.handlers[:] = [handler]
     ours.setLevel(level.upper())
@@ -118,3 +131,44 @@ def setup_logging(fmt: str = "auto", level: str = "info", stream: TextIO | None 
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(LIBRARY_LEVEL)
+    install_library_filters()
+    install_redacting_hooks()
+
+
+def _print_masked(text: str) -> None:
+    try:
+        sys.stderr.write(redact_text(text))
+        sys.stderr.flush()
+    except (OSError, ValueError):  # stderr closed: nowhere left to report
+        pass
+
+
+def _excepthook(kind: type[BaseException], exc: BaseException, tb: TracebackType | None) -> None:
+    _print_masked("".join(traceback.format_exception(kind, exc, tb)))
+
+
+def _thread_excepthook(args: threading.ExceptHookArgs) -> None:
+    if args.exc_type is SystemExit or args.exc_value is None:
+        return
+    name = args.thread.name if args.thread is not None else "?"
+    text = "".join(traceback.format_exception(args.exc_type, args.exc_value, args.exc_traceback))
+    _print_masked(f"Exception in thread {name}:\n{text}")
+
+
+def _showwarning(  # noqa: PLR0917 - the signature of warnings.showwarning
+    message: Warning | str,
+    category: type[Warning],
+    filename: str,
+    lineno: int,
+    file: TextIO | None = None,
+    line: str | None = None,
+) -> None:
+    _print_masked(warnings.formatwarning(message, category, filename, lineno, line))
+
+
+def install_redacting_hooks() -> None:
+    """Mask passwords in what Python itself prints on stderr: an uncaught
+    exception's traceback (main thread or another) and a warning."""
+    sys.excepthook = _excepthook
+    threading.excepthook = _thread_excepthook
+    warnings.showwarning = _showwarning

@@ -205,3 +205,25 @@ def test_parse_addr(addr: str, expected: tuple[str, int]) -> None:
 def test_parse_addr_refuses_bad_values(addr: str) -> None:
     with pytest.raises(ValueError, match=repr(addr)):
         parse_addr(addr)
+
+
+def test_every_response_says_nosniff() -> None:
+    """The 404 echoes the path as text: no browser may sniff it into HTML."""
+
+    async def body(server: HttpServer, state: State) -> None:
+        state.ready = False
+        answers = [
+            await get(server, "/healthz"),
+            await get(server, "/readyz"),
+            await get(server, "/metrics"),
+            await get(server, "/<script>alert(1)</script>"),
+            await get(server, "/healthz", method="POST"),
+            await get(server, "/healthz", method="HEAD"),
+            await request(server, b"nonsense\r\n\r\n"),
+            await request(server, b"GET / HTTP/1.1\r\nX: " + b"a" * 2 * http.MAX_REQUEST_BYTES),
+        ]
+        assert {status for status, _, _ in answers} == {200, 503, 404, 405, 400, 431}
+        for status, headers, _ in answers:
+            assert headers.get("x-content-type-options") == "nosniff", status
+
+    serve(body)

@@ -25,6 +25,7 @@ from .engine import (
 )
 from .errors import InvalidArgument
 from .model import DEFAULT_RETRY, RetryPolicy
+from .redact import redact_text, redact_url, remember_secrets
 
 P = ParamSpec("P")
 T = TypeVar("T")
@@ -200,6 +201,7 @@ def parse_url(url: str) -> tuple[str, str]:
         raise InvalidArgument(f"url={url!r}: expected postgresql://… or sqlite:///path")
     scheme = url.split(":", 1)[0].lower() if ":" in url else ""
     if scheme in ("postgresql", "postgres"):
+        remember_secrets(url)
         return "postgres", url
     if scheme == "sqlite":
         if not url.startswith("sqlite:///") or len(url) == len("sqlite:///"):
@@ -208,22 +210,9 @@ def parse_url(url: str) -> tuple[str, str]:
             )
         return "sqlite", urllib.parse.unquote(url[len("sqlite:///") :])
     raise InvalidArgument(
-        f"url={redact_url(url)!r}: unknown scheme {scheme!r}; "
+        f"url={redact_url(url)!r}: unknown scheme {redact_text(scheme)!r}; "
         "expected postgresql://… or sqlite:///path"
     )
-
-
-def redact_url(url: str) -> str:
-    """The URL with any password replaced by ***, safe to log."""
-    try:
-        parts = urllib.parse.urlsplit(url)
-    except ValueError:
-        return "<unparseable url>"
-    if parts.password is None:
-        return url
-    netloc = parts.netloc.rsplit("@", 1)
-    user = netloc[0].split(":", 1)[0]
-    return urllib.parse.urlunsplit(parts._replace(netloc=f"{user}:***@{netloc[1]}"))
 
 
 def _ctx(

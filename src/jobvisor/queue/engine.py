@@ -12,9 +12,11 @@ it; only these few drive loops know whether they await.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import datetime as dt
 import json
+import os
 import random
 import sqlite3
 import threading
@@ -484,6 +486,18 @@ def _enter_wal(conn: sqlite3.Connection, busy_timeout: float) -> None:
         pause = min(pause * 2, 0.1)
 
 
+def _create_private(path: str) -> None:
+    """Create the database file readable by its owner only (0600), if it does
+    not exist yet: SQLite would create it 0644 under the usual umask, payloads
+    readable by every user, and gives its -wal and -shm files the database
+    file's mode. An existing file keeps the mode its owner chose."""
+    if path in ("", ":memory:") or os.path.exists(path):
+        return
+    # Created meanwhile, or a bad directory: sqlite3 reports the latter itself.
+    with contextlib.suppress(OSError):
+        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+
+
 class SqliteRunner:
     """Runs plans on one `sqlite3` connection in WAL mode, one at a time.
 
@@ -501,6 +515,7 @@ class SqliteRunner:
 
     def connect(self) -> sqlite3.Connection:
         """A new connection configured as jobvisor needs it (WAL, busy timeout)."""
+        _create_private(self.path)
         conn = sqlite3.connect(
             self.path, timeout=self.busy_timeout, isolation_level=None, check_same_thread=False
         )

@@ -4,9 +4,17 @@ from __future__ import annotations
 
 import uuid
 
+from .redact import redact_text
+
 
 class JobvisorError(Exception):
-    """Base class of every error jobvisor raises on purpose."""
+    """Base class of every error jobvisor raises on purpose.
+
+    Its text never shows a database password, even when the message quotes
+    the driver's (libpq quotes the token of a URL it cannot read)."""
+
+    def __str__(self) -> str:
+        return redact_text(super().__str__())
 
 
 class DatabaseUnavailable(JobvisorError):

@@ -7,7 +7,12 @@ from __future__ import annotations
 import argparse
 import sys
 
-from ..config import SETTINGS, load_or_exit
+from ..config import (
+    SETTINGS,
+    database_url_from_hidden_flag,
+    hide_database_url_flag,
+    load_or_exit,
+)
 from .arbiter import main
 
 
@@ -21,6 +26,11 @@ def parse_flags(argv: list[str]) -> dict[str, str]:
 
 def run(argv: list[str]) -> int:
     overrides = parse_flags(argv)
+    if argv == sys.argv[1:]:  # our own command line: keep a password out of `ps`
+        hide_database_url_flag(overrides.get("database_url"))
+    hidden = database_url_from_hidden_flag()
+    if hidden is not None:
+        overrides.setdefault("database_url", hidden)
     config = load_or_exit("jobvisor", overrides)
     return main(config)  # a SIGHUP re-reads the environment, these flags still winning
 

@@ -19,7 +19,8 @@ from ..config import Config
 from ..http import HttpServer, start_http_server
 from ..log import get_logger
 from ..metrics import Metrics
-from ..queue.api import AsyncQueue, redact_url
+from ..queue.api import AsyncQueue
+from ..queue.redact import redact_url
 from .services import DatabaseWatch, error_text, may_pass
 
 MIGRATE_TIMEOUT: Final = 60.0
