@@ -1,0 +1,240 @@
+"""What jobvisor accepts, defined once: every bound, every default that more
+than one module needs, and the checks that apply them.
+
+The queue's operations, the job model, the registry, the configuration and
+the command line all check their values here, so a value is refused with
+the same words wherever it comes in: `InvalidArgument` naming the value and
+what was expected, before anything is written. The configuration turns the
+same refusal into a `ConfigError` (exit 78).
+
+Why the bounds are where they are:
+
+- Every time jobvisor writes must read back as a Python `datetime` on both
+  engines (years 1 to 9999, in any session time zone): `run_at` stays within
+  `MIN_RUN_AT`..`MAX_RUN_AT` and a delay, a snooze, a retry or a retention
+  within `MAX_DELAY`, so "now + delay" is far from year 9999.
+- A lease is renewed at half its length while the job runs; one longer than
+  `MAX_LEASE` only delays the recovery of a crashed worker's jobs.
+- A name goes into a PostgreSQL `NOTIFY` payload (under 8,000 bytes) and into
+  indexes; a dedupe key into a unique index (a B-tree entry holds about
+  2,700 bytes). Both are counted in UTF-8 bytes, and text must encode as
+  UTF-8 (no lone surrogates): PostgreSQL refuses what SQLite would store.
+- A payload is JSON of at most `max_payload_bytes` (UTF-8) nested at most
+  `MAX_PAYLOAD_DEPTH` deep: deeper JSON cannot be read back by the worker.
+- Counts (concurrency, pool size, limits) are capped well below what a
+  64-bit database integer holds and where a larger value is a typo.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import math
+import os
+from collections.abc import Mapping
+from typing import Any, Final
+
+from .errors import InvalidArgument
+
+UTC = dt.UTC
+
+MINUTE: Final = 60.0
+HOUR: Final = 3600.0
+DAY: Final = 86400.0
+YEAR: Final = 365 * DAY
+
+# --- defaults used in more than one place ----------------------------------------
+
+DEFAULT_LEASE: Final = 30.0
+"""Seconds a claim holds a job before the reaper may take it back."""
+
+DEFAULT_MAX_PAYLOAD_BYTES: Final = 1024 * 1024
+"""The payload size limit (UTF-8 bytes of its JSON) unless configured."""
+
+MAX_PAYLOAD_BYTES_ENV: Final = "JOBVISOR_MAX_PAYLOAD_BYTES"
+
+# --- durations (seconds) ---------------------------------------------------------
+
+MAX_LEASE: Final = DAY
+MAX_DELAY: Final = 100 * YEAR
+"""delay, run_at offsets, snooze, retry_in, a retry policy's cap, retention."""
+MAX_INTERVAL: Final = DAY
+"""Intervals and timeouts of the service (poll, reap, shutdown, worker timeout...)."""
+MIN_CONFIG_LEASE: Final = 1.0
+"""A configured lease shorter than this expires between two renewals."""
+MIN_WORKER_TIMEOUT: Final = 3.0
+"""Three heartbeats: a shorter timeout kills healthy workers."""
+
+MIN_RUN_AT: Final = dt.datetime(1970, 1, 1, tzinfo=UTC)
+MAX_RUN_AT: Final = dt.datetime(9999, 1, 1, tzinfo=UTC)
+
+# --- counts ----------------------------------------------------------------------
+
+MAX_WORKERS: Final = 1000
+MAX_CONCURRENCY: Final = 10_000
+MAX_POOL_SIZE: Final = 1000
+MAX_CLAIM_LIMIT: Final = MAX_CONCURRENCY
+MAX_LIST_LIMIT: Final = 10_000
+MAX_BATCH_SIZE: Final = 100_000
+MAX_RESTARTS: Final = 1_000_000
+MAX_INT32: Final = 2**31 - 1
+
+# --- text and payloads -----------------------------------------------------------
+
+MAX_NAME_BYTES: Final = 255
+"""A queue name, job type or worker id, in UTF-8 bytes."""
+MAX_KEY_BYTES: Final = 1024
+"""A dedupe key or correlation id, in UTF-8 bytes."""
+MAX_PAYLOAD_DEPTH: Final = 256
+MAX_PAYLOAD_BYTES_LIMIT: Final = 128 * 1024 * 1024
+"""The largest payload size limit that may be configured."""
+
+
+def short(value: Any, width: int = 80) -> str:
+    """`repr(value)` cut to `width` characters, for a message; never raises
+    (an integer too long to print is described instead)."""
+    try:
+        text = repr(value)
+    except (ValueError, RecursionError):
+        text = f"<{type(value).__name__} too large to show>"
+    return text if len(text) <= width else text[: width - 3] + "..."
+
+
+def seconds(
+    name: str,
+    value: object,
+    *,
+    high: float,
+    low: float = 0.0,
+    positive: bool = False,
+) -> float:
+    """A duration given as seconds (int or float) or a `timedelta`: finite,
+    at least `low` (above it when `positive`) and at most `high`."""
+    if isinstance(value, dt.timedelta):
+        result = value.total_seconds()
+    elif isinstance(value, int | float) and not isinstance(value, bool):
+        try:
+            result = float(value)
+        except OverflowError:
+            result = math.inf
+    else:
+        result = math.nan
+    if not (result > low if positive else result >= low) or not result <= high:
+        raise InvalidArgument(f"{name}={short(value)}: expected {_range(low, high, positive)}")
+    return result
+
+
+def _range(low: float, high: float, positive: bool) -> str:
+    if positive and low == 0:
+        start = "positive seconds"
+    elif low == 0:
+        start = "non-negative seconds"
+    else:
+        start = f"seconds >= {low:g}"
+    return f"{start}, at most {high:g}"
+
+
+def count(name: str, value: object, *, high: int, low: int = 1) -> int:
+    """An integer (not a bool) within `low`..`high`."""
+    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+        raise InvalidArgument(f"{name}={short(value)}: expected an integer {low}..{high}")
+    return value
+
+
+def text(name: str, value: object, *, max_bytes: int, strip: bool = False) -> str:
+    """A non-empty string without NUL that encodes as UTF-8 in at most
+    `max_bytes` bytes (with `strip`, not only blanks either)."""
+    if not isinstance(value, str) or not (value.strip() if strip else value) or "\x00" in value:
+        raise InvalidArgument(f"{name}={short(value)}: expected a non-empty string")
+    try:
+        size = len(value.encode("utf-8"))
+    except UnicodeEncodeError:
+        raise InvalidArgument(
+            f"{name}={short(value)}: expected text that encodes as UTF-8 (a lone surrogate?)"
+        ) from None
+    if size > max_bytes:
+        raise InvalidArgument(
+            f"{name}={short(value, 40)}: expected at most {max_bytes} UTF-8 bytes, got {size}"
+        )
+    return value
+
+
+def name(label: str, value: object) -> str:
+    """A queue name, job type or worker id."""
+    return text(label, value, max_bytes=MAX_NAME_BYTES, strip=True)
+
+
+def key(label: str, value: object) -> str | None:
+    """A dedupe key or correlation id, or None."""
+    return None if value is None else text(label, value, max_bytes=MAX_KEY_BYTES)
+
+
+def run_at(label: str, value: object) -> dt.datetime:
+    """A timezone-aware datetime within `MIN_RUN_AT`..`MAX_RUN_AT`, as UTC."""
+    if not isinstance(value, dt.datetime):
+        raise InvalidArgument(f"{label}={short(value)}: expected a datetime")
+    if value.tzinfo is None or value.utcoffset() is None:
+        raise InvalidArgument(
+            f"{label}={value!r}: expected a timezone-aware datetime, got a naive one"
+        )
+    try:
+        utc = value.astimezone(UTC)
+    except OverflowError:
+        utc = None
+    if utc is None or not MIN_RUN_AT <= utc <= MAX_RUN_AT:
+        raise InvalidArgument(
+            f"{label}={value!r}: expected a time from {MIN_RUN_AT:%Y-%m-%d} "
+            f"to {MAX_RUN_AT:%Y-%m-%d} UTC"
+        )
+    return utc
+
+
+def payload_depth(value: Any) -> int:
+    """How deep containers nest in `value`, counted without recursion and
+    stopping as soon as `MAX_PAYLOAD_DEPTH` is passed."""
+    deepest = 0
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, Mapping):
+            children: Any = item.values()
+        elif isinstance(item, list | tuple):
+            children = item
+        else:
+            continue
+        deepest = max(deepest, depth)
+        if deepest > MAX_PAYLOAD_DEPTH:
+            break
+        stack.extend((child, depth + 1) for child in children)
+    return deepest
+
+
+def payload_size(name: str, value: Any, size: int, limit: int) -> None:
+    """Refuse a payload whose JSON is `size` UTF-8 bytes when over `limit`."""
+    if size > limit:
+        raise InvalidArgument(
+            f"{name}={short(value, 40)}: expected at most {limit} bytes of JSON, got {size} "
+            f"(raise {MAX_PAYLOAD_BYTES_ENV} to allow more)"
+        )
+
+
+def max_payload_bytes(value: object = None, env: Mapping[str, str] | None = None) -> int:
+    """The payload size limit: `value` if given, else `JOBVISOR_MAX_PAYLOAD_BYTES`
+    from the environment, else the default."""
+    if value is None:
+        raw = (os.environ if env is None else env).get(MAX_PAYLOAD_BYTES_ENV)
+        if raw is None:
+            return DEFAULT_MAX_PAYLOAD_BYTES
+        try:
+            value = int(raw)
+        except ValueError:
+            value = raw
+        return count(MAX_PAYLOAD_BYTES_ENV, value, low=1024, high=MAX_PAYLOAD_BYTES_LIMIT)
+    return count("max_payload_bytes", value, low=1024, high=MAX_PAYLOAD_BYTES_LIMIT)
+
+
+def module_attr(spec: str) -> tuple[str, str]:
+    """Split `module:attribute` (the attribute may be dotted)."""
+    module, sep, attr = spec.partition(":")
+    if not sep or not module or not attr or any(not part for part in attr.split(".")):
+        raise InvalidArgument(f"app={spec!r}: expected module:attribute")
+    return module, attr
