@@ -94,8 +94,10 @@ def short(value: Any, width: int = 80) -> str:
     (an integer too long to print is described instead)."""
     try:
         text = repr(value)
-    except (ValueError, RecursionError):
+    except ValueError:  # an integer of more digits than Python will print
         text = f"<{type(value).__name__} too large to show>"
+    except RecursionError:
+        text = f"<{type(value).__name__} nested too deep to show>"
     return text if len(text) <= width else text[: width - 3] + "..."
 
 
@@ -225,10 +227,12 @@ def max_payload_bytes(value: object = None, env: Mapping[str, str] | None = None
         if raw is None:
             return DEFAULT_MAX_PAYLOAD_BYTES
         try:
-            value = int(raw)
-        except ValueError:
-            value = raw
-        return count(MAX_PAYLOAD_BYTES_ENV, value, low=1024, high=MAX_PAYLOAD_BYTES_LIMIT)
+            return count(MAX_PAYLOAD_BYTES_ENV, int(raw), low=1024, high=MAX_PAYLOAD_BYTES_LIMIT)
+        except (ValueError, InvalidArgument):
+            raise InvalidArgument(
+                f"{MAX_PAYLOAD_BYTES_ENV}={short(raw)}: expected an integer "
+                f"1024..{MAX_PAYLOAD_BYTES_LIMIT}"
+            ) from None
     return count("max_payload_bytes", value, low=1024, high=MAX_PAYLOAD_BYTES_LIMIT)
 
 
