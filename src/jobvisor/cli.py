@@ -169,7 +169,7 @@ def _load_config(args: argparse.Namespace) -> Config:
 
 @contextlib.contextmanager
 def _queue(config: Config) -> Iterator[Queue]:
-    q = connect(config.database_url, pool_size=1)
+    q = connect(config.database_url, pool_size=1, max_payload_bytes=config.max_payload_bytes)
     try:
         yield q
     finally:

@@ -59,6 +59,8 @@ MAX_DELAY: Final = 100 * YEAR
 """delay, run_at offsets, snooze, retry_in, a retry policy's cap, retention."""
 MAX_INTERVAL: Final = DAY
 """Intervals and timeouts of the service (poll, reap, shutdown, worker timeout...)."""
+MAX_HANDLER_TIMEOUT: Final = 30 * DAY
+"""A handler's timeout and hard timeout."""
 MIN_CONFIG_LEASE: Final = 1.0
 """A configured lease shorter than this expires between two renewals."""
 MIN_WORKER_TIMEOUT: Final = 3.0
@@ -121,25 +123,37 @@ def seconds(
     else:
         result = math.nan
     if not (result > low if positive else result >= low) or not result <= high:
-        raise InvalidArgument(f"{name}={short(value)}: expected {_range(low, high, positive)}")
+        raise InvalidArgument(
+            f"{name}={short(value)}: expected {seconds_range(low, high, positive)}"
+        )
     return result
 
 
-def _range(low: float, high: float, positive: bool) -> str:
+def seconds_range(low: float, high: float, positive: bool = False) -> str:
+    """How `seconds` describes its bounds in a message."""
     if positive and low == 0:
         start = "positive seconds"
     elif low == 0:
         start = "non-negative seconds"
     else:
-        start = f"seconds >= {low:g}"
-    return f"{start}, at most {high:g}"
+        start = f"seconds >= {_number(low)}"
+    return f"{start}, at most {_number(high)}"
+
+
+def _number(value: float) -> str:
+    return str(int(value)) if value.is_integer() else f"{value:g}"
 
 
 def count(name: str, value: object, *, high: int, low: int = 1) -> int:
     """An integer (not a bool) within `low`..`high`."""
     if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
-        raise InvalidArgument(f"{name}={short(value)}: expected an integer {low}..{high}")
+        raise InvalidArgument(f"{name}={short(value)}: expected {count_range(low, high)}")
     return value
+
+
+def count_range(low: int, high: int) -> str:
+    """How `count` describes its bounds in a message."""
+    return f"an integer >= {low}, at most {high}"
 
 
 def text(name: str, value: object, *, max_bytes: int, strip: bool = False) -> str:
@@ -230,8 +244,8 @@ def max_payload_bytes(value: object = None, env: Mapping[str, str] | None = None
             return count(MAX_PAYLOAD_BYTES_ENV, int(raw), low=1024, high=MAX_PAYLOAD_BYTES_LIMIT)
         except (ValueError, InvalidArgument):
             raise InvalidArgument(
-                f"{MAX_PAYLOAD_BYTES_ENV}={short(raw)}: expected an integer "
-                f"1024..{MAX_PAYLOAD_BYTES_LIMIT}"
+                f"{MAX_PAYLOAD_BYTES_ENV}={short(raw)}: expected "
+                f"{count_range(1024, MAX_PAYLOAD_BYTES_LIMIT)}"
             ) from None
     return count("max_payload_bytes", value, low=1024, high=MAX_PAYLOAD_BYTES_LIMIT)
 
