@@ -31,7 +31,7 @@ from typing import IO, Any, NoReturn, TextIO
 import psycopg
 
 from . import __version__
-from .config import EX_CONFIG, SETTINGS, Config, ConfigError
+from .config import EX_CONFIG, FLAG_DEST, Config, ConfigError, add_flags, flag_overrides
 from .queue import (
     InvalidArgument,
     JobNotFound,
@@ -166,12 +166,7 @@ class Progress:
 
 
 def _load_config(args: argparse.Namespace) -> Config:
-    overrides = {}
-    for s in SETTINGS:
-        value = getattr(args, f"setting_{s.field}", None)
-        if value is not None:
-            overrides[s.field] = value
-    return Config.load(overrides=overrides)
+    return Config.load(overrides=flag_overrides(args))
 
 
 @contextlib.contextmanager
@@ -572,7 +567,7 @@ def _seconds(text: str) -> float:
 
 def _database_flag(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
-        "--database-url", dest="setting_database_url", metavar="URL",
+        "--database-url", dest=FLAG_DEST + "database_url", metavar="URL",
         help="the database (default: $JOBVISOR_DATABASE_URL, else sqlite:///jobvisor.db)",
     )  # fmt: skip
 
@@ -598,11 +593,7 @@ def build_parser() -> argparse.ArgumentParser:
         return sub
 
     run = command("run", "run the supervisor and its workers until SIGTERM", cmd_run)
-    for s in SETTINGS:
-        run.add_argument(
-            s.flag, dest=f"setting_{s.field}", metavar="VALUE",
-            help=f"{s.help} [{s.env}, default {s.default!r}; {s.expected}]",
-        )  # fmt: skip
+    add_flags(run)
 
     migrate = command("migrate", "create or upgrade the database schema", cmd_migrate)
     _database_flag(migrate)

@@ -5,6 +5,7 @@ worker starts. `Config.sources` says where each value came from."""
 
 from __future__ import annotations
 
+import argparse
 import dataclasses
 import os
 import sys
@@ -148,7 +149,8 @@ SETTINGS: tuple[Setting, ...] = (
     _bounded("worker_timeout", "30",
              _Seconds(validate.MAX_INTERVAL, low=validate.MIN_WORKER_TIMEOUT),
              "a worker silent this long is killed and replaced"),
-    _bounded("pool_size", "4", _Count(validate.MAX_POOL_SIZE), "database connections per worker"),
+    _bounded("pool_size", str(validate.DEFAULT_POOL_SIZE), _Count(validate.MAX_POOL_SIZE),
+             "database connections per worker"),
     _bounded("reap_interval", "5", _Seconds(validate.MAX_INTERVAL, positive=True),
              "how often expired leases are reaped"),
     _bounded("cleanup_interval", "300", _Seconds(validate.MAX_INTERVAL, positive=True),
@@ -178,6 +180,28 @@ SETTINGS: tuple[Setting, ...] = (
 )  # fmt: skip
 
 SETTINGS_BY_FIELD = {s.field: s for s in SETTINGS}
+FLAG_DEST = "setting_"
+
+
+def add_flags(parser: argparse.ArgumentParser) -> None:
+    """A flag for every setting (`--lease` for `JOBVISOR_LEASE`), its help
+    naming the variable, the default and what is accepted; `flag_overrides`
+    reads them back. The one place flags map to settings."""
+    for s in SETTINGS:
+        parser.add_argument(
+            s.flag, dest=FLAG_DEST + s.field, metavar="VALUE",
+            help=f"{s.help} [{s.env}, default {s.default!r}; {s.expected}]",
+        )  # fmt: skip
+
+
+def flag_overrides(args: argparse.Namespace) -> dict[str, str]:
+    """The settings given as flags (see `add_flags`), by field, for `Config.load`."""
+    values = vars(args)
+    return {
+        s.field: values[FLAG_DEST + s.field]
+        for s in SETTINGS
+        if values.get(FLAG_DEST + s.field) is not None
+    }
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

@@ -254,7 +254,7 @@ def _ctx(
 def connect(
     url: str,
     *,
-    pool_size: int = 4,
+    pool_size: int = validate.DEFAULT_POOL_SIZE,
     clock: Callable[[], Any] | None = None,
     require_correlation_id: bool = False,
     retry: Mapping[str, RetryPolicy] | None = None,
@@ -285,7 +285,7 @@ def connect(
 def connect_async(
     url: str,
     *,
-    pool_size: int = 4,
+    pool_size: int = validate.DEFAULT_POOL_SIZE,
     clock: Callable[[], Any] | None = None,
     require_correlation_id: bool = False,
     retry: Mapping[str, RetryPolicy] | None = None,

@@ -47,6 +47,9 @@ YEAR: Final = 365 * DAY
 DEFAULT_LEASE: Final = 30.0
 """Seconds a claim holds a job before the reaper may take it back."""
 
+DEFAULT_POOL_SIZE: Final = 4
+"""Database connections a queue (a worker) keeps open at most."""
+
 DEFAULT_MAX_PAYLOAD_BYTES: Final = 1024 * 1024
 """The payload size limit (UTF-8 bytes of its JSON) unless configured."""
 

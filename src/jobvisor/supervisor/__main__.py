@@ -7,16 +7,14 @@ from __future__ import annotations
 import argparse
 import sys
 
-from ..config import SETTINGS, load_or_exit
+from ..config import add_flags, flag_overrides, load_or_exit
 from .arbiter import main
 
 
 def parse_flags(argv: list[str]) -> dict[str, str]:
     parser = argparse.ArgumentParser(prog="python -m jobvisor.supervisor")
-    for setting in SETTINGS:
-        parser.add_argument(setting.flag, dest=setting.field, metavar="VALUE", help=setting.help)
-    args = parser.parse_args(argv)
-    return {k: v for k, v in vars(args).items() if v is not None}
+    add_flags(parser)
+    return flag_overrides(parser.parse_args(argv))
 
 
 def run(argv: list[str]) -> int:
