@@ -13,10 +13,10 @@ import psycopg
 import pytest
 
 import jobvisor
-from jobvisor import JobStatus, MissingCorrelationId, Queue
-from jobvisor.cli import ENQUEUE_KEYS
+from jobvisor import JobStatus, MissingCorrelationId, Queue, cli
 from jobvisor.queue import NewJob, ops
 from jobvisor.queue.api import parse_url
+from jobvisor.queue.model import ENQUEUE_KEYS
 from tests.invariants import assert_invariants, status_counts
 from tests.queue.conftest import MakeQueue
 from tests.queue.helpers import Clock, close_to, row_count
@@ -390,3 +390,4 @@ def test_the_enqueue_signature_is_newjob_builds() -> None:
         (p.name, p.kind, p.default) for p in build
     ]
     assert tuple(p.name for p in build) == ENQUEUE_KEYS
+    assert vars(cli)["ENQUEUE_KEYS"] is ENQUEUE_KEYS
