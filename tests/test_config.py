@@ -20,7 +20,7 @@ def _edges(setting: Setting) -> tuple[list[str], list[str]]:
     low, high = parse.low, parse.high
     if isinstance(high, int):
         return [str(low), str(high)], [str(low - 1), str(high + 1), "1.5", "x", str(10**30)]
-    good = [repr(float(high))] + ([] if getattr(parse, "positive", False) else [repr(low)])
+    good = [repr(float(high))] + ([] if parse.positive else [repr(low)])
     bad = [repr(high * 1.001), "1e12", "1e308", "inf", "nan", "-1", "x"]
     bad.append(repr(low) if parse.positive else repr(low - 0.001))
     return good, bad

@@ -12,7 +12,7 @@ import pytest
 import jobvisor
 from jobvisor import InvalidArgument, Queue, RetryPolicy
 from jobvisor.queue.model import UTC
-from tests.queue.helpers import row_count, table_snapshot
+from tests.queue.helpers import close_to, row_count, table_snapshot
 
 NAIVE = dt.datetime(2030, 1, 1, 12, 0)
 AWARE = dt.datetime(2030, 1, 1, 12, 0, tzinfo=UTC)
@@ -126,9 +126,11 @@ BOUND_CASES: list[tuple[str, dict[str, Any], str]] = [
     ("payload with a lone surrogate", {"payload": {"s": "a\udc80"}}, "payload={'s': 'a\\udc80'}"),
     ("job type with a lone surrogate", {"job_type": "t\udc80"}, "job_type='t\\udc80'"),
     ("queue of 8,000 bytes", {"queue": "q" * 8000}, "queue='qqqq"),
-    ("queue of 256 bytes", {"queue": "é" * 128}, "expected at most 255 UTF-8 bytes"),
-    ("job type of 256 bytes", {"job_type": "t" * 256}, "job_type='tttt"),
+    ("queue of 202 bytes", {"queue": "é" * 101}, "expected at most 200 UTF-8 bytes, got 202"),
+    ("job type of 201 bytes", {"job_type": "t" * 201}, "job_type='tttt"),
+    ("run_at past 10 years ahead", {"run_at": dt.datetime(2200, 1, 1, tzinfo=UTC)}, "run_at="),
     ("dedupe key of 100 kB", {"dedupe_key": "k" * 100_000}, "dedupe_key='kkkk"),
+    ("dedupe key of 1,001 bytes", {"dedupe_key": "k" * 1001}, "at most 1000 UTF-8 bytes"),
     ("dedupe key with a lone surrogate", {"dedupe_key": "\ud800"}, "dedupe_key='\\ud800'"),
     ("correlation id of 2 kB", {"correlation_id": "c" * 2000}, "correlation_id='cccc"),
     ("max_attempts 2**63", {"max_attempts": 2**63}, "max_attempts=9223372036854775808"),
@@ -157,17 +159,17 @@ def test_enqueue_refuses_values_out_of_bounds(
 
 def test_the_largest_values_in_bounds_are_written_and_read_back(queue: Queue) -> None:
     """The edges of each bound are accepted, and what they wrote reads back."""
-    latest = dt.datetime(9999, 1, 1, tzinfo=UTC)
+    latest = dt.datetime.now(UTC) + dt.timedelta(days=3649)
     ids = [
         queue.enqueue("t", run_at=latest),
         queue.enqueue("t", run_at=dt.datetime(1970, 1, 1, tzinfo=UTC)),
-        queue.enqueue("t", delay=100 * 365 * 86400),
-        queue.enqueue("é" * 127, queue="q" * 255, dedupe_key="k" * 1024),
+        queue.enqueue("t", delay=10 * 365 * 86400),
+        queue.enqueue("é" * 100, queue="q" * 200, dedupe_key="k" * 1000),
         queue.enqueue("t", {"n": 10**300, "s": "\u00e9\U0001f600"}),
     ]
     jobs = [queue.get(i) for i in ids]
-    assert jobs[0].run_at == latest
-    assert jobs[3].queue == "q" * 255 and jobs[3].dedupe_key == "k" * 1024
+    assert close_to(jobs[0].run_at, latest)
+    assert jobs[3].queue == "q" * 200 and jobs[3].dedupe_key == "k" * 1000
     assert jobs[4].payload == {"n": 10**300, "s": "\u00e9\U0001f600"}
 
 
@@ -214,7 +216,9 @@ def test_the_payload_size_limit_comes_from_the_environment(
         (lambda q: q.claim("w", lease=86401), "lease=86401"),
         (lambda q: q.claim("w", limit=2**63), "limit=9223372036854775808"),
         (lambda q: q.claim("w", limit=10_001), "limit=10001"),
-        (lambda q: q.claim("w" * 256), "worker_id='wwww"),
+        (lambda q: q.claim("w" * 201), "worker_id='wwww"),
+        (lambda q: q.leader_attempt_elect("l", "h", ttl=0.5), "ttl=0.5"),
+        (lambda q: q.leader_attempt_elect("l", "h", ttl=86401), "ttl=86401"),
         (lambda q: q.claim("w\udc80"), "worker_id='w\\udc80'"),
         (lambda q: q.claim("w", queues=["q" * 8000]), "queues[0]='qqqq"),
         (lambda q: q.claim("w", job_types=["a\x00"]), "job_types[0]='a\\x00'"),
@@ -249,7 +253,8 @@ def test_queue_calls_refuse_values_out_of_bounds(
         (lambda q, j: q.fail(j, "boom", retry_in=1e308), "retry_in=1e+308"),
         (lambda q, j: q.fail(j, "boom", retry_in=1e12), "retry_in=1000000000000.0"),
         (lambda q, j: q.snooze(j, 1e12), "delay=1000000000000.0"),
-        (lambda q, j: q.snooze(j, dt.timedelta(days=99_999)), "delay=datetime.timedelta"),
+        (lambda q, j: q.snooze(j, dt.timedelta(days=3651)), "delay=datetime.timedelta"),
+        (lambda q, j: q.fail(j, "boom", retry_in=10 * 365 * 86400 + 1), "retry_in=315360001"),
         (lambda q, j: q.renew(j, lease=1e12), "lease=1000000000000.0"),
     ],
 )
@@ -282,6 +287,7 @@ def test_an_error_text_with_a_lone_surrogate_is_recorded(queue: Queue) -> None:
         ({"pool_size": 10**6}, "pool_size=1000000"),
         ({"max_payload_bytes": 10}, "max_payload_bytes=10"),
         ({"busy_timeout": -1}, "busy_timeout=-1"),
+        ({"busy_timeout": 3601}, "busy_timeout=3601"),
     ],
 )
 def test_connect_refuses_options_out_of_bounds(

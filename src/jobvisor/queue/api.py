@@ -239,7 +239,7 @@ def _ctx(
     max_payload_bytes: int | None,
 ) -> ops.Ctx:
     validate.count("pool_size", pool_size, high=validate.MAX_POOL_SIZE)
-    validate.seconds("busy_timeout", busy_timeout, high=validate.MAX_INTERVAL)
+    validate.seconds("busy_timeout", busy_timeout, high=validate.MAX_BUSY_TIMEOUT)
     return ops.Ctx(
         dialect=POSTGRES if engine == "postgres" else SQLITE,
         clock=clock,

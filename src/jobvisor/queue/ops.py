@@ -869,7 +869,7 @@ def dead_discard_type(
 
 def leader_attempt_elect(ctx: Ctx, name: str, holder: str, *, ttl: float) -> Plan[bool]:
     """Take or keep the leadership `name` for `ttl` seconds; True if `holder` leads."""
-    ttl = validate.seconds("ttl", ttl, positive=True, high=validate.MAX_LEASE)
+    ttl = validate.seconds("ttl", ttl, low=validate.MIN_LEASE, high=validate.MAX_LEASE)
     params = {"name": name, "holder": holder, "ttl": ttl, "now": ctx.now()}
     sql = ctx.dialect.sql.LEADER_ATTEMPT_ELECT
 

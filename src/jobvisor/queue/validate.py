@@ -10,9 +10,9 @@ same refusal into a `ConfigError` (exit 78).
 Why the bounds are where they are:
 
 - Every time jobvisor writes must read back as a Python `datetime` on both
-  engines (years 1 to 9999, in any session time zone): `run_at` stays within
-  `MIN_RUN_AT`..`MAX_RUN_AT` and a delay, a snooze, a retry or a retention
-  within `MAX_DELAY`, so "now + delay" is far from year 9999.
+  engines (years 1 to 9999, in any session time zone): `run_at` is from
+  `MIN_RUN_AT` to `MAX_DELAY` ahead of now, and a delay, a snooze, a retry or
+  a retention at most `MAX_DELAY`, so "now + delay" is far from year 9999.
 - A lease is renewed at half its length while the job runs; one longer than
   `MAX_LEASE` only delays the recovery of a crashed worker's jobs.
 - A name goes into a PostgreSQL `NOTIFY` payload (under 8,000 bytes) and into
@@ -58,23 +58,27 @@ MAX_PAYLOAD_BYTES_ENV: Final = "JOBVISOR_MAX_PAYLOAD_BYTES"
 # --- durations (seconds) ---------------------------------------------------------
 
 MAX_LEASE: Final = DAY
-MAX_DELAY: Final = 100 * YEAR
-"""delay, run_at offsets, snooze, retry_in, a retry policy's cap, retention."""
+MAX_DELAY: Final = 10 * YEAR
+"""delay, run_at ahead of now, snooze, retry_in, a retry policy's cap, retention."""
 MAX_INTERVAL: Final = DAY
-"""Intervals and timeouts of the service (poll, reap, shutdown, worker timeout...)."""
-MAX_HANDLER_TIMEOUT: Final = 30 * DAY
-"""A handler's timeout and hard timeout."""
-MIN_CONFIG_LEASE: Final = 1.0
+"""Intervals and timeouts of the service (poll, reap, shutdown, worker timeout),
+a handler's timeouts and a leadership's time to live."""
+MIN_INTERVAL: Final = 0.01
+"""A loop interval shorter than this only burns CPU."""
+MAX_BUSY_TIMEOUT: Final = HOUR
+MIN_LEASE: Final = 1.0
+"""A configured lease (or leadership) shorter than this expires between two renewals."""
 """A configured lease shorter than this expires between two renewals."""
 MIN_WORKER_TIMEOUT: Final = 3.0
 """Three heartbeats: a shorter timeout kills healthy workers."""
 
 MIN_RUN_AT: Final = dt.datetime(1970, 1, 1, tzinfo=UTC)
-MAX_RUN_AT: Final = dt.datetime(9999, 1, 1, tzinfo=UTC)
+"""The earliest `run_at` (a time in the past is due at once); the latest is
+`MAX_DELAY` ahead of now."""
 
 # --- counts ----------------------------------------------------------------------
 
-MAX_WORKERS: Final = 1000
+MAX_WORKERS: Final = 1024
 MAX_CONCURRENCY: Final = 10_000
 MAX_POOL_SIZE: Final = 1000
 MAX_CLAIM_LIMIT: Final = MAX_CONCURRENCY
@@ -85,12 +89,12 @@ MAX_INT32: Final = 2**31 - 1
 
 # --- text and payloads -----------------------------------------------------------
 
-MAX_NAME_BYTES: Final = 255
+MAX_NAME_BYTES: Final = 200
 """A queue name, job type or worker id, in UTF-8 bytes."""
-MAX_KEY_BYTES: Final = 1024
+MAX_KEY_BYTES: Final = 1000
 """A dedupe key or correlation id, in UTF-8 bytes."""
 MAX_PAYLOAD_DEPTH: Final = 256
-MAX_PAYLOAD_BYTES_LIMIT: Final = 128 * 1024 * 1024
+MAX_PAYLOAD_BYTES_LIMIT: Final = 64 * 1024 * 1024
 """The largest payload size limit that may be configured."""
 
 
@@ -187,22 +191,24 @@ def key(label: str, value: object) -> str | None:
     return None if value is None else text(label, value, max_bytes=MAX_KEY_BYTES)
 
 
-def run_at(label: str, value: object) -> dt.datetime:
-    """A timezone-aware datetime within `MIN_RUN_AT`..`MAX_RUN_AT`, as UTC."""
+def run_at(label: str, value: object, now: dt.datetime | None = None) -> dt.datetime:
+    """A timezone-aware datetime from `MIN_RUN_AT` to `MAX_DELAY` after `now`
+    (the local clock by default), as UTC."""
     if not isinstance(value, dt.datetime):
         raise InvalidArgument(f"{label}={short(value)}: expected a datetime")
     if value.tzinfo is None or value.utcoffset() is None:
         raise InvalidArgument(
             f"{label}={value!r}: expected a timezone-aware datetime, got a naive one"
         )
+    latest = (now or dt.datetime.now(UTC)) + dt.timedelta(seconds=MAX_DELAY)
     try:
         utc = value.astimezone(UTC)
     except OverflowError:
         utc = None
-    if utc is None or not MIN_RUN_AT <= utc <= MAX_RUN_AT:
+    if utc is None or not MIN_RUN_AT <= utc <= latest:
         raise InvalidArgument(
-            f"{label}={value!r}: expected a time from {MIN_RUN_AT:%Y-%m-%d} "
-            f"to {MAX_RUN_AT:%Y-%m-%d} UTC"
+            f"{label}={value!r}: expected a time from {MIN_RUN_AT:%Y-%m-%d} UTC to "
+            f"{_number(MAX_DELAY / YEAR)} years from now"
         )
     return utc
 

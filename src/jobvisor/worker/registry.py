@@ -109,7 +109,7 @@ class JobContext:
 def _optional_seconds(name: str, value: float | None) -> float | None:
     if value is None:
         return None
-    return validate.seconds(name, value, positive=True, high=validate.MAX_HANDLER_TIMEOUT)
+    return validate.seconds(name, value, positive=True, high=validate.MAX_INTERVAL)
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
