@@ -560,9 +560,10 @@ def _seconds(text: str) -> float:
         value = float(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"{text!r}: expected seconds") from None
-    if not value >= 0 or value == float("inf"):
-        raise argparse.ArgumentTypeError(f"{text!r}: expected seconds >= 0")
-    return value
+    try:
+        return validate.seconds("", value, high=sys.float_info.max)
+    except InvalidArgument:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected seconds >= 0") from None
 
 
 def _database_flag(parser: argparse.ArgumentParser) -> None:
