@@ -37,7 +37,6 @@ from .errors import InvalidArgument
 
 UTC = dt.UTC
 
-MINUTE: Final = 60.0
 HOUR: Final = 3600.0
 DAY: Final = 86400.0
 YEAR: Final = 365 * DAY
@@ -66,9 +65,9 @@ a handler's timeouts and a leadership's time to live."""
 MIN_INTERVAL: Final = 0.01
 """A loop interval shorter than this only burns CPU."""
 MAX_BUSY_TIMEOUT: Final = HOUR
+"""How long SQLite waits for another writer's lock."""
 MIN_LEASE: Final = 1.0
 """A configured lease (or leadership) shorter than this expires between two renewals."""
-"""A configured lease shorter than this expires between two renewals."""
 MIN_WORKER_TIMEOUT: Final = 3.0
 """Three heartbeats: a shorter timeout kills healthy workers."""
 
