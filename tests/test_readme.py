@@ -67,3 +67,15 @@ def test_the_tour_runs_on_sqlite(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
         except Exception as exc:
             raise AssertionError(f"README python block {number} failed:\n{block}") from exc
     assert (tmp_path / "tour.db").exists()
+
+
+@pytest.mark.parametrize(
+    "setting", [s for s in SETTINGS if hasattr(s.parse, "expected")], ids=lambda s: s.env
+)
+def test_every_bounded_setting_shows_its_bounds(setting: Setting) -> None:
+    """A setting checked against bounds says in the table what it accepts,
+    in the words of the error an out-of-range value gets."""
+    meaning = table_rows()[setting.env][2]
+    assert f"accepts {setting.expected}" in meaning, (
+        f"README gives {setting.env} no 'accepts {setting.expected}'"
+    )

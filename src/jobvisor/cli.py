@@ -35,17 +35,28 @@ import psycopg
 from . import __version__
 from .config import (
     EX_CONFIG,
-    SETTINGS,
+    FLAG_DEST,
     Config,
     ConfigError,
+    add_flags,
     database_url_from_hidden_flag,
+    flag_overrides,
     hide_database_url_flag,
 )
 from .exitcodes import ExitCode
 from .log import install_redacting_hooks
-from .queue import InvalidArgument, JobNotFound, JobStatus, JobvisorError, NewJob, Queue, connect
+from .queue import (
+    InvalidArgument,
+    JobNotFound,
+    JobStatus,
+    JobvisorError,
+    NewJob,
+    Queue,
+    connect,
+    validate,
+)
 from .queue.api import parse_url
-from .queue.model import Job
+from .queue.model import ENQUEUE_KEYS, Job
 from .queue.redact import redact_text
 
 EXIT_OK = ExitCode.OK
@@ -53,11 +64,9 @@ EXIT_FAILED = ExitCode.FAILED
 EXIT_USAGE = ExitCode.USAGE
 EXIT_INTERRUPTED = ExitCode.INTERRUPTED
 
-ENQUEUE_KEYS = (
-    "job_type", "payload", "queue", "priority", "run_at", "delay", "max_attempts",
-    "dedupe_key", "correlation_id",
-)  # fmt: skip
 ENQUEUE_BATCH = 1000
+# A JSON line holds the payload and the other enqueue arguments: room for those.
+LINE_OVERHEAD = 64 * 1024
 DEFAULT_WATCH_INTERVAL = 2.0
 
 EXIT_CODES_HELP = """\
@@ -173,17 +182,12 @@ class Progress:
 
 
 def _load_config(args: argparse.Namespace) -> Config:
-    overrides = {}
-    for s in SETTINGS:
-        value = getattr(args, f"setting_{s.field}", None)
-        if value is not None:
-            overrides[s.field] = value
-    return Config.load(overrides=overrides)
+    return Config.load(overrides=flag_overrides(args))
 
 
 @contextlib.contextmanager
 def _queue(config: Config) -> Iterator[Queue]:
-    q = connect(config.database_url, pool_size=1)
+    q = connect(config.database_url, pool_size=1, max_payload_bytes=config.max_payload_bytes)
     try:
         yield q
     finally:
@@ -229,6 +233,8 @@ def _parse_run_at(text: str, where: str) -> dt.datetime:
 def _parse_payload(text: str, where: str) -> Any:
     try:
         return json.loads(text)
+    except RecursionError:
+        raise UsageError(f"{where}={_short(text)}: expected JSON nested less deep") from None
     except ValueError as exc:
         raise UsageError(f"{where}={_short(text)}: expected JSON ({exc})") from None
 
@@ -237,10 +243,17 @@ def _short(text: str) -> str:
     return repr(text if len(text) <= 60 else text[:57] + "...")
 
 
-def _job_from_line(line: str, number: int) -> NewJob:
+def _job_from_line(line: str, number: int, max_payload_bytes: int) -> NewJob:
     where = f"line {number}"
+    if len(line) > max_payload_bytes + LINE_OVERHEAD:  # too long whatever its encoding
+        raise UsageError(
+            f"{where}: {len(line)} characters; expected a payload of at most "
+            f"{max_payload_bytes} bytes (JOBVISOR_MAX_PAYLOAD_BYTES)"
+        )
     try:
         item = json.loads(line)
+    except RecursionError:
+        raise UsageError(f"{where}: expected JSON nested less deep") from None
     except ValueError as exc:
         raise UsageError(f"{where}: not JSON ({exc})") from None
     if not isinstance(item, dict):
@@ -255,16 +268,19 @@ def _job_from_line(line: str, number: int) -> NewJob:
     if isinstance(item.get("run_at"), str):
         item["run_at"] = _parse_run_at(item["run_at"], f"{where}: run_at")
     try:
-        return NewJob.build(**item)
+        job = NewJob.build(**item)
+        validate.payload_size("payload", item.get("payload"), job.payload_bytes,
+                              max_payload_bytes)  # fmt: skip
     except InvalidArgument as exc:
         raise UsageError(f"{where}: {exc}") from None
+    return job
 
 
-def _read_jobs(stream: IO[str]) -> list[NewJob]:
+def _read_jobs(stream: IO[str], max_payload_bytes: int) -> list[NewJob]:
     jobs = []
     for number, line in enumerate(stream, start=1):
         if line.strip():
-            jobs.append(_job_from_line(line, number))
+            jobs.append(_job_from_line(line, number, max_payload_bytes))
     return jobs
 
 
@@ -312,6 +328,8 @@ def cmd_enqueue(args: argparse.Namespace, config: Config) -> int:
         options["run_at"] = _parse_run_at(args.run_at, "--run-at")
     try:
         job = NewJob.build(args.job_type, **options)
+        validate.payload_size("payload", options.get("payload"), job.payload_bytes,
+                              config.max_payload_bytes)  # fmt: skip
     except InvalidArgument as exc:
         raise UsageError(str(exc)) from None
     with _queue(config) as q:
@@ -322,11 +340,11 @@ def cmd_enqueue(args: argparse.Namespace, config: Config) -> int:
 
 def _enqueue_file(args: argparse.Namespace, config: Config) -> int:
     if args.file == "-":
-        jobs = _read_jobs(sys.stdin)
+        jobs = _read_jobs(sys.stdin, config.max_payload_bytes)
     else:
         try:
             with open(args.file, encoding="utf-8") as stream:
-                jobs = _read_jobs(stream)
+                jobs = _read_jobs(stream, config.max_payload_bytes)
         except OSError as exc:
             raise UsageError(f"--file {args.file!r}: {exc.strerror or exc}") from None
         except UnicodeDecodeError as exc:
@@ -350,8 +368,10 @@ def cmd_status(args: argparse.Namespace, config: Config) -> int:
         if args.watch is None:
             _show_status(q, as_json=args.json, clear=False)
             return EXIT_OK
-        if not args.watch > 0:
-            raise UsageError(f"--watch {args.watch!r}: expected seconds > 0")
+        try:
+            validate.seconds("--watch", args.watch, positive=True, high=validate.MAX_INTERVAL)
+        except InvalidArgument as exc:
+            raise UsageError(str(exc)) from None
         clear = sys.stdout.isatty() and not args.json
         try:
             while True:
@@ -375,8 +395,10 @@ def _show_status(q: Queue, *, as_json: bool, clear: bool) -> None:
 
 
 def cmd_dead_list(args: argparse.Namespace, config: Config) -> int:
-    if args.limit < 1:
-        raise UsageError(f"--limit {args.limit}: expected an integer >= 1")
+    try:
+        validate.count("--limit", args.limit, high=validate.MAX_LIST_LIMIT)
+    except InvalidArgument as exc:
+        raise UsageError(str(exc)) from None
     with _queue(config) as q:
         jobs = q.dead.list(args.limit, job_type=args.type)
         total = q.dead.count()
@@ -548,18 +570,21 @@ class _Parser(argparse.ArgumentParser):
 
 
 def _seconds(text: str) -> float:
+    """An argparse type: a non-negative number of seconds. Its upper bound is
+    checked by the command (one line, exit 2), as for any other value."""
     try:
         value = float(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"{text!r}: expected seconds") from None
-    if not value >= 0 or value == float("inf"):
-        raise argparse.ArgumentTypeError(f"{text!r}: expected seconds >= 0")
-    return value
+    try:
+        return validate.seconds("", value, high=sys.float_info.max)
+    except InvalidArgument:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected seconds >= 0") from None
 
 
 def _database_flag(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
-        "--database-url", dest="setting_database_url", metavar="URL",
+        "--database-url", dest=FLAG_DEST + "database_url", metavar="URL",
         help="the database (default: $JOBVISOR_DATABASE_URL, else sqlite:///jobvisor.db)",
     )  # fmt: skip
 
@@ -585,11 +610,7 @@ def build_parser() -> argparse.ArgumentParser:
         return sub
 
     run = command("run", "run the supervisor and its workers until SIGTERM", cmd_run)
-    for s in SETTINGS:
-        run.add_argument(
-            s.flag, dest=f"setting_{s.field}", metavar="VALUE",
-            help=f"{s.help} [{s.env}, default {s.default!r}; {s.expected}]",
-        )  # fmt: skip
+    add_flags(run)
 
     migrate = command("migrate", "create or upgrade the database schema", cmd_migrate)
     _database_flag(migrate)
@@ -605,7 +626,12 @@ def build_parser() -> argparse.ArgumentParser:
     enqueue.add_argument("--queue", metavar="NAME", help="the queue (default 'default')")
     enqueue.add_argument("--priority", type=int, metavar="N", help="higher runs first (0)")
     when = enqueue.add_mutually_exclusive_group()
-    when.add_argument("--delay", type=_seconds, metavar="SECONDS", help="run no sooner than this")
+    when.add_argument(
+        "--delay",
+        type=_seconds,
+        metavar="SECONDS",
+        help="run no sooner than this",
+    )
     when.add_argument("--run-at", metavar="ISO8601", help="run no sooner than this time (with tz)")
     enqueue.add_argument("--max-attempts", type=int, metavar="N", help="attempts (default 20)")
     enqueue.add_argument("--dedupe-key", metavar="KEY", help="at most one live job per key")
@@ -621,7 +647,8 @@ def build_parser() -> argparse.ArgumentParser:
     _database_flag(status)
     status.add_argument("--json", action="store_true", help="one JSON object")
     status.add_argument(
-        "--watch", type=_seconds, nargs="?", const=DEFAULT_WATCH_INTERVAL, metavar="SECONDS",
+        "--watch", type=_seconds, nargs="?",
+        const=DEFAULT_WATCH_INTERVAL, metavar="SECONDS",
         help=f"repeat every SECONDS (default {DEFAULT_WATCH_INTERVAL:g}) until Ctrl-C",
     )  # fmt: skip
 
@@ -692,10 +719,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return cmd_version(args, None)
     if argv is None:  # our own command line: keep a password out of `ps`
         install_redacting_hooks()
-        hide_database_url_flag(getattr(args, "setting_database_url", None))
+        hide_database_url_flag(getattr(args, FLAG_DEST + "database_url", None))
         hidden = database_url_from_hidden_flag()
-        if hidden is not None and getattr(args, "setting_database_url", None) is None:
-            args.setting_database_url = hidden
+        if hidden is not None and getattr(args, FLAG_DEST + "database_url", None) is None:
+            setattr(args, FLAG_DEST + "database_url", hidden)
     try:
         config = _load_config(args)
     except ConfigError as exc:

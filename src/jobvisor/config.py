@@ -5,14 +5,15 @@ worker starts. `Config.sources` says where each value came from."""
 
 from __future__ import annotations
 
+import argparse
 import dataclasses
-import math
 import os
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from .exitcodes import ExitCode
+from .queue import validate
 from .queue.api import parse_url
 from .queue.errors import InvalidArgument, JobvisorError
 from .queue.redact import redact_text, redact_url, secrets_of
@@ -31,32 +32,42 @@ class ConfigError(JobvisorError):
         super().__init__(f"{variable}={shown!r}: expected {expected}")
 
 
-def _positive_float(text: str) -> float:
-    value = float(text)
-    if not (math.isfinite(value) and value > 0):
-        raise ValueError
-    return value
+@dataclasses.dataclass(frozen=True, slots=True)
+class _Seconds:
+    """Parse a duration in seconds within its bounds (see `jobvisor.queue.validate`)."""
+
+    high: float
+    low: float = 0.0
+    positive: bool = False
+
+    def __call__(self, text: str) -> float:
+        try:
+            return validate.seconds("", float(text), high=self.high, low=self.low,
+                                    positive=self.positive)  # fmt: skip
+        except InvalidArgument:
+            raise ValueError from None
+
+    @property
+    def expected(self) -> str:
+        return validate.seconds_range(self.low, self.high, self.positive)
 
 
-def _non_negative_float(text: str) -> float:
-    value = float(text)
-    if not (math.isfinite(value) and value >= 0):
-        raise ValueError
-    return value
+@dataclasses.dataclass(frozen=True, slots=True)
+class _Count:
+    """Parse an integer within its bounds."""
 
+    high: int
+    low: int = 1
 
-def _positive_int(text: str) -> int:
-    value = int(text)
-    if value < 1:
-        raise ValueError
-    return value
+    def __call__(self, text: str) -> int:
+        try:
+            return validate.count("", int(text), high=self.high, low=self.low)
+        except InvalidArgument:
+            raise ValueError from None
 
-
-def _non_negative_int(text: str) -> int:
-    value = int(text)
-    if value < 0:
-        raise ValueError
-    return value
+    @property
+    def expected(self) -> str:
+        return validate.count_range(self.low, self.high)
 
 
 def _url(text: str) -> str:
@@ -68,9 +79,10 @@ def _url(text: str) -> str:
 
 
 def _app(text: str) -> str:
-    module, sep, attr = text.partition(":")
-    if not sep or not module or not attr:
-        raise ValueError
+    try:
+        validate.module_attr(text)
+    except InvalidArgument:
+        raise ValueError from None
     return text
 
 
@@ -114,43 +126,53 @@ class Setting:
         return "--" + self.field.replace("_", "-")
 
 
+def _bounded(field: str, default: str, parse: _Seconds | _Count, help: str) -> Setting:
+    """A setting whose accepted range is its parser's bounds."""
+    return Setting(field, default, parse, parse.expected, help)
+
+
 SETTINGS: tuple[Setting, ...] = (
     Setting("database_url", "sqlite:///jobvisor.db", _url,
             "postgresql://… or sqlite:///path", "the database; SQLite file by default"),
     Setting("app", "jobvisor.example:registry", _app,
             "module:attribute naming a jobvisor Registry", "the handlers to run"),
-    Setting("workers", "2", _positive_int, "an integer >= 1", "worker processes"),
-    Setting("concurrency", "20", _positive_int, "an integer >= 1",
-            "jobs run at once by each worker"),
+    _bounded("workers", "2", _Count(validate.MAX_WORKERS), "worker processes"),
+    _bounded("concurrency", "20", _Count(validate.MAX_CONCURRENCY),
+             "jobs run at once by each worker"),
     Setting("queues", "", _names, "comma-separated queue names (empty: all)",
             "queues to claim from"),
-    Setting("lease", "30", _positive_float, "seconds > 0",
-            "claim lease; renewed at half of it while a job runs"),
-    Setting("poll_interval", "1.0", _positive_float, "seconds > 0",
-            "longest wait between claims when idle (PostgreSQL also wakes on NOTIFY)"),
-    Setting("shutdown_timeout", "30", _non_negative_float, "seconds >= 0",
-            "how long SIGTERM lets running jobs finish before releasing them"),
-    Setting("worker_timeout", "30", _positive_float, "seconds > 0",
-            "a worker silent this long is killed and replaced"),
-    Setting("pool_size", "4", _positive_int, "an integer >= 1",
-            "database connections per worker"),
-    Setting("reap_interval", "5", _positive_float, "seconds > 0",
-            "how often expired leases are reaped"),
-    Setting("cleanup_interval", "300", _positive_float, "seconds > 0",
-            "how often finished jobs past retention are deleted"),
-    Setting("retention_completed", "86400", _non_negative_float, "seconds >= 0",
-            "how long completed jobs are kept"),
-    Setting("retention_cancelled", "604800", _non_negative_float, "seconds >= 0",
-            "how long cancelled jobs are kept"),
-    Setting("retention_dead", "2592000", _non_negative_float, "seconds >= 0",
-            "how long dead jobs are kept"),
-    Setting("summary_interval", "60", _positive_float, "seconds > 0",
-            "how often the status summary is logged"),
-    Setting("max_restarts", "10", _positive_int, "an integer >= 1",
-            "worker crashes allowed within restart_window before the service stops (a crash"
-            " holding jobs is charged to their attempts instead)"),
-    Setting("restart_window", "60", _positive_float, "seconds > 0",
-            "the window for max_restarts"),
+    _bounded("lease", f"{validate.DEFAULT_LEASE:g}",
+             _Seconds(validate.MAX_LEASE, low=validate.MIN_LEASE),
+             "claim lease; renewed at half of it while a job runs"),
+    _bounded("poll_interval", "1.0", _Seconds(validate.MAX_INTERVAL, low=validate.MIN_INTERVAL),
+             "longest wait between claims when idle (PostgreSQL also wakes on NOTIFY)"),
+    _bounded("shutdown_timeout", "30", _Seconds(validate.MAX_INTERVAL),
+             "how long SIGTERM lets running jobs finish before releasing them"),
+    _bounded("worker_timeout", "30",
+             _Seconds(validate.MAX_INTERVAL, low=validate.MIN_WORKER_TIMEOUT),
+             "a worker silent this long is killed and replaced"),
+    _bounded("pool_size", str(validate.DEFAULT_POOL_SIZE), _Count(validate.MAX_POOL_SIZE),
+             "database connections per worker"),
+    _bounded("reap_interval", "5", _Seconds(validate.MAX_INTERVAL, low=validate.MIN_INTERVAL),
+             "how often expired leases are reaped"),
+    _bounded("cleanup_interval", "300", _Seconds(validate.MAX_INTERVAL, low=validate.MIN_INTERVAL),
+             "how often finished jobs past retention are deleted"),
+    _bounded("retention_completed", "86400", _Seconds(validate.MAX_DELAY),
+             "how long completed jobs are kept"),
+    _bounded("retention_cancelled", "604800", _Seconds(validate.MAX_DELAY),
+             "how long cancelled jobs are kept"),
+    _bounded("retention_dead", "2592000", _Seconds(validate.MAX_DELAY),
+             "how long dead jobs are kept"),
+    _bounded("summary_interval", "60", _Seconds(validate.MAX_INTERVAL, low=validate.MIN_INTERVAL),
+             "how often the status summary is logged"),
+    _bounded("max_restarts", "10", _Count(validate.MAX_RESTARTS),
+             "worker crashes allowed within restart_window before the service stops (a crash"
+             " holding jobs is charged to their attempts instead)"),
+    _bounded("restart_window", "60", _Seconds(validate.MAX_INTERVAL, low=validate.MIN_INTERVAL),
+             "the window for max_restarts"),
+    _bounded("max_payload_bytes", str(validate.DEFAULT_MAX_PAYLOAD_BYTES),
+             _Count(validate.MAX_PAYLOAD_BYTES_LIMIT, low=1024),
+             "the largest payload accepted, in bytes of JSON (UTF-8)"),
     Setting("log_format", "auto", _choice("auto", "text", "json"), "auto, text or json",
             "log lines: text on a terminal, JSON otherwise (auto)"),
     Setting("log_level", "info", _choice("debug", "info", "warning", "error"),
@@ -160,6 +182,29 @@ SETTINGS: tuple[Setting, ...] = (
 )  # fmt: skip
 
 SETTINGS_BY_FIELD = {s.field: s for s in SETTINGS}
+FLAG_DEST = "setting_"
+
+
+def add_flags(parser: argparse.ArgumentParser) -> None:
+    """A flag for every setting (`--lease` for `JOBVISOR_LEASE`), its help
+    naming the variable, the default and what is accepted; `flag_overrides`
+    reads them back. The one place flags map to settings."""
+    for s in SETTINGS:
+        parser.add_argument(
+            s.flag, dest=FLAG_DEST + s.field, metavar="VALUE",
+            help=f"{s.help} [{s.env}, default {s.default!r}; {s.expected}]",
+        )  # fmt: skip
+
+
+def flag_overrides(args: argparse.Namespace) -> dict[str, str]:
+    """The settings given as flags (see `add_flags`), by field, for `Config.load`."""
+    values = vars(args)
+    return {
+        s.field: values[FLAG_DEST + s.field]
+        for s in SETTINGS
+        if values.get(FLAG_DEST + s.field) is not None
+    }
+
 
 # A file holding the database URL (a mounted Kubernetes or systemd secret), so
 # that the password is in neither the environment nor the command line.
@@ -200,6 +245,7 @@ class Config:
     log_format: str
     log_level: str
     http_addr: str
+    max_payload_bytes: int
     sources: Mapping[str, str] = dataclasses.field(default_factory=dict, compare=False)
 
     @classmethod

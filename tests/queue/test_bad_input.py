@@ -12,7 +12,7 @@ import pytest
 import jobvisor
 from jobvisor import InvalidArgument, Queue, RetryPolicy
 from jobvisor.queue.model import UTC
-from tests.queue.helpers import row_count
+from tests.queue.helpers import close_to, row_count, table_snapshot
 
 NAIVE = dt.datetime(2030, 1, 1, 12, 0)
 AWARE = dt.datetime(2030, 1, 1, 12, 0, tzinfo=UTC)
@@ -102,3 +102,207 @@ def test_bad_job_ids_are_named(queue: Queue, bad: str) -> None:
         with pytest.raises(InvalidArgument, match="expected a UUID") as info:
             call(bad)
         assert repr(bad) in str(info.value)
+
+
+# --- bounds: every value out of its documented range is refused the same way on
+# both engines, naming the value, with the table unchanged ------------------------
+
+DEEP: Any = []
+for _ in range(3000):
+    DEEP = [DEEP]
+
+BOUND_CASES: list[tuple[str, dict[str, Any], str]] = [
+    ("run_at year 1 east of UTC",
+     {"run_at": dt.datetime(1, 1, 1, tzinfo=dt.timezone(dt.timedelta(hours=14)))}, "run_at="),
+    ("run_at year 9999 west of UTC",
+     {"run_at": dt.datetime(9999, 12, 31, 23, tzinfo=dt.timezone(dt.timedelta(hours=-5)))},
+     "run_at="),
+    ("run_at before 1970", {"run_at": dt.datetime(1900, 1, 1, tzinfo=UTC)}, "run_at="),
+    ("delay 1e12", {"delay": 1e12}, "delay=1000000000000.0"),
+    ("delay a huge int", {"delay": 10**400}, "delay=1000"),
+    ("delay a huge timedelta", {"delay": dt.timedelta(days=999_999_999)}, "delay=datetime"),
+    ("payload nested 3,000 deep", {"payload": DEEP}, "payload=<list nested too deep"),
+    ("payload 10**5000", {"payload": {"n": 10**5000}}, "payload="),
+    ("payload with a lone surrogate", {"payload": {"s": "a\udc80"}}, "payload={'s': 'a\\udc80'}"),
+    ("job type with a lone surrogate", {"job_type": "t\udc80"}, "job_type='t\\udc80'"),
+    ("queue of 8,000 bytes", {"queue": "q" * 8000}, "queue='qqqq"),
+    ("queue of 202 bytes", {"queue": "é" * 101}, "expected at most 200 UTF-8 bytes, got 202"),
+    ("job type of 201 bytes", {"job_type": "t" * 201}, "job_type='tttt"),
+    ("run_at past 10 years ahead", {"run_at": dt.datetime(2200, 1, 1, tzinfo=UTC)}, "run_at="),
+    ("dedupe key of 100 kB", {"dedupe_key": "k" * 100_000}, "dedupe_key='kkkk"),
+    ("dedupe key of 1,001 bytes", {"dedupe_key": "k" * 1001}, "at most 1000 UTF-8 bytes"),
+    ("dedupe key with a lone surrogate", {"dedupe_key": "\ud800"}, "dedupe_key='\\ud800'"),
+    ("correlation id of 2 kB", {"correlation_id": "c" * 2000}, "correlation_id='cccc"),
+    ("max_attempts 2**63", {"max_attempts": 2**63}, "max_attempts=9223372036854775808"),
+    ("priority -2**63", {"priority": -(2**63)}, "priority=-9223372036854775808"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("kwargs", "named"), [c[1:] for c in BOUND_CASES],
+                         ids=[c[0] for c in BOUND_CASES])  # fmt: skip
+def test_enqueue_refuses_values_out_of_bounds(
+    queue: Queue, url: str, kwargs: dict[str, Any], named: str
+) -> None:
+    queue.enqueue("kept")
+    before = table_snapshot(url)
+    for call in (
+        lambda: queue.enqueue(**{"job_type": "t", **kwargs}),
+        lambda: queue.enqueue_many([{"job_type": "ok"}, {"job_type": "t", **kwargs}]),
+    ):
+        with pytest.raises(InvalidArgument) as info:
+            call()
+        message = str(info.value)
+        assert named in message and "expected" in message, message
+        assert len(message) < 400, message
+    assert table_snapshot(url) == before
+
+
+def test_the_largest_values_in_bounds_are_written_and_read_back(queue: Queue) -> None:
+    """The edges of each bound are accepted, and what they wrote reads back."""
+    latest = dt.datetime.now(UTC) + dt.timedelta(days=3649)
+    ids = [
+        queue.enqueue("t", run_at=latest),
+        queue.enqueue("t", run_at=dt.datetime(1970, 1, 1, tzinfo=UTC)),
+        queue.enqueue("t", delay=10 * 365 * 86400),
+        queue.enqueue("é" * 100, queue="q" * 200, dedupe_key="k" * 1000),
+        queue.enqueue("t", {"n": 10**300, "s": "\u00e9\U0001f600"}),
+    ]
+    jobs = [queue.get(i) for i in ids]
+    assert close_to(jobs[0].run_at, latest)
+    assert jobs[3].queue == "q" * 200 and jobs[3].dedupe_key == "k" * 1000
+    assert jobs[4].payload == {"n": 10**300, "s": "\u00e9\U0001f600"}
+
+
+def test_the_payload_size_limit(url: str, make_queue: Any) -> None:
+    small = make_queue(max_payload_bytes=2048)
+    small.enqueue("t", "x" * 2000)
+    before = table_snapshot(url)
+    for payload, size in (("x" * 2047, 2049), ("é" * 1100, 2202)):
+        with pytest.raises(InvalidArgument) as info:
+            small.enqueue("t", payload)
+        assert f"expected at most 2048 bytes of JSON, got {size}" in str(info.value)
+        assert "JOBVISOR_MAX_PAYLOAD_BYTES" in str(info.value)
+        with pytest.raises(InvalidArgument, match=r"jobs\[1\]: payload="):
+            small.enqueue_many([{"job_type": "t"}, {"job_type": "t", "payload": payload}])
+    assert table_snapshot(url) == before
+
+
+def test_the_default_payload_size_limit_is_one_mib(queue: Queue, url: str) -> None:
+    queue.enqueue("t", "x" * (1024 * 1024 - 2))
+    before = table_snapshot(url)
+    with pytest.raises(InvalidArgument, match="expected at most 1048576 bytes"):
+        queue.enqueue("t", "x" * (1024 * 1024 - 1))
+    assert table_snapshot(url) == before
+
+
+def test_the_payload_size_limit_comes_from_the_environment(
+    url: str, make_queue: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("JOBVISOR_MAX_PAYLOAD_BYTES", "4096")
+    q = make_queue()
+    with pytest.raises(InvalidArgument, match="expected at most 4096 bytes"):
+        q.enqueue("t", "x" * 5000)
+    for bad in ("0", "-1", "1e9", "lots", str(2**63)):
+        monkeypatch.setenv("JOBVISOR_MAX_PAYLOAD_BYTES", bad)
+        with pytest.raises(InvalidArgument) as info:
+            jobvisor.connect(url)
+        assert f"JOBVISOR_MAX_PAYLOAD_BYTES={bad!r}" in str(info.value)
+
+
+@pytest.mark.parametrize(
+    ("call", "named"),
+    [
+        (lambda q: q.claim("w", lease=1e12), "lease=1000000000000.0"),
+        (lambda q: q.claim("w", lease=86401), "lease=86401"),
+        (lambda q: q.claim("w", limit=2**63), "limit=9223372036854775808"),
+        (lambda q: q.claim("w", limit=10_001), "limit=10001"),
+        (lambda q: q.claim("w" * 201), "worker_id='wwww"),
+        (lambda q: q.leader_attempt_elect("l", "h", ttl=0.5), "ttl=0.5"),
+        (lambda q: q.leader_attempt_elect("l", "h", ttl=86401), "ttl=86401"),
+        (lambda q: q.claim("w\udc80"), "worker_id='w\\udc80'"),
+        (lambda q: q.claim("w", queues=["q" * 8000]), "queues[0]='qqqq"),
+        (lambda q: q.claim("w", job_types=["a\x00"]), "job_types[0]='a\\x00'"),
+        (lambda q: q.dead.list(2**63), "limit=9223372036854775808"),
+        (lambda q: q.dead.list(10_001), "limit=10001"),
+        (lambda q: q.dead.list(job_type="a\x00"), "job_type='a\\x00'"),
+        (lambda q: q.dead.count(job_type="a\x00"), "job_type='a\\x00'"),
+        (lambda q: q.cleanup(1e308), "older_than=1e+308"),
+        (lambda q: q.cleanup({"dead": 1e12}), "older_than[dead]=1000000000000.0"),
+        (lambda q: q.cleanup(1, batch_size=2**63), "batch_size=9223372036854775808"),
+        (lambda q: q.release_worker("w" * 300), "worker_id='wwww"),
+        (
+            lambda q: q.dead.requeue_type("t", run_at=dt.datetime(10, 1, 1, tzinfo=UTC)),
+            "run_at=datetime.datetime(10, 1, 1",
+        ),
+    ],
+)
+def test_queue_calls_refuse_values_out_of_bounds(
+    queue: Queue, url: str, call: Any, named: str
+) -> None:
+    queue.enqueue("t")
+    before = table_snapshot(url)
+    with pytest.raises(InvalidArgument) as info:
+        call(queue)
+    assert named in str(info.value) and "expected" in str(info.value), str(info.value)
+    assert table_snapshot(url) == before
+
+
+@pytest.mark.parametrize(
+    ("call", "named"),
+    [
+        (lambda q, j: q.fail(j, "boom", retry_in=1e308), "retry_in=1e+308"),
+        (lambda q, j: q.fail(j, "boom", retry_in=1e12), "retry_in=1000000000000.0"),
+        (lambda q, j: q.snooze(j, 1e12), "delay=1000000000000.0"),
+        (lambda q, j: q.snooze(j, dt.timedelta(days=3651)), "delay=datetime.timedelta"),
+        (lambda q, j: q.fail(j, "boom", retry_in=10 * 365 * 86400 + 1), "retry_in=315360001"),
+        (lambda q, j: q.renew(j, lease=1e12), "lease=1000000000000.0"),
+    ],
+)
+def test_held_job_calls_refuse_values_out_of_bounds(
+    queue: Queue, url: str, call: Any, named: str
+) -> None:
+    queue.enqueue("t")
+    (job,) = queue.claim("w")
+    before = table_snapshot(url)
+    with pytest.raises(InvalidArgument) as info:
+        call(queue, job)
+    assert named in str(info.value) and "expected" in str(info.value), str(info.value)
+    assert table_snapshot(url) == before
+    queue.complete(job)  # the claim is still held
+
+
+def test_an_error_text_with_a_lone_surrogate_is_recorded(queue: Queue) -> None:
+    queue.enqueue("t", max_attempts=1)
+    (job,) = queue.claim("w")
+    queue.fail(job, "bad \udc80 byte")
+    assert queue.get(job.id).last_error == "bad ? byte"
+
+
+@pytest.mark.parametrize(
+    ("options", "named"),
+    [
+        ({"lease": 1e12}, "lease=1000000000000.0"),
+        ({"lease": math.nan}, "lease=nan"),
+        ({"pool_size": 0}, "pool_size=0"),
+        ({"pool_size": 10**6}, "pool_size=1000000"),
+        ({"max_payload_bytes": 10}, "max_payload_bytes=10"),
+        ({"busy_timeout": -1}, "busy_timeout=-1"),
+        ({"busy_timeout": 3601}, "busy_timeout=3601"),
+    ],
+)
+def test_connect_refuses_options_out_of_bounds(
+    url: str, options: dict[str, Any], named: str
+) -> None:
+    with pytest.raises(InvalidArgument, match="expected") as info:
+        jobvisor.connect(url, **options)
+    assert named in str(info.value)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "named"),
+    [({"cap": 1e12}, "cap=1000000000000.0"), ({"base": math.inf, "cap": math.inf}, "base=inf")],
+)
+def test_retry_policy_refuses_values_out_of_bounds(kwargs: dict[str, float], named: str) -> None:
+    with pytest.raises(InvalidArgument, match="expected") as info:
+        RetryPolicy(**kwargs)
+    assert named in str(info.value)

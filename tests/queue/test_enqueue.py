@@ -4,6 +4,7 @@ dedupe keys, bulk writes, notifications and correlation ids."""
 from __future__ import annotations
 
 import datetime as dt
+import inspect
 import sqlite3
 import uuid
 from typing import Any
@@ -12,9 +13,10 @@ import psycopg
 import pytest
 
 import jobvisor
-from jobvisor import JobStatus, MissingCorrelationId, Queue
-from jobvisor.queue import NewJob
+from jobvisor import JobStatus, MissingCorrelationId, Queue, cli
+from jobvisor.queue import NewJob, ops
 from jobvisor.queue.api import parse_url
+from jobvisor.queue.model import ENQUEUE_KEYS
 from tests.invariants import assert_invariants, status_counts
 from tests.queue.conftest import MakeQueue
 from tests.queue.helpers import Clock, close_to, row_count
@@ -374,3 +376,18 @@ def test_uuid_job_ids_accepted_as_strings(queue: Queue) -> None:
     jid = queue.enqueue("s")
     assert queue.get(str(jid)).id == jid
     assert isinstance(jid, uuid.UUID)
+
+
+def test_the_enqueue_signature_is_newjob_builds() -> None:
+    """`NewJob.build` defines the enqueue arguments; `enqueue` (and so
+    `Queue.enqueue` and `AsyncQueue.enqueue`) takes exactly those, with the
+    same defaults, plus the queue's own `conn`, and the command line's JSON
+    lines accept exactly those keys."""
+    build = list(inspect.signature(NewJob.build).parameters.values())
+    enqueue = list(inspect.signature(ops.enqueue).parameters.values())
+    assert enqueue[0].name == "ctx" and enqueue[-1].name == "conn"
+    assert [(p.name, p.kind, p.default) for p in enqueue[1:-1]] == [
+        (p.name, p.kind, p.default) for p in build
+    ]
+    assert tuple(p.name for p in build) == ENQUEUE_KEYS
+    assert vars(cli)["ENQUEUE_KEYS"] is ENQUEUE_KEYS

@@ -26,6 +26,10 @@ INVALID = [
     ("JOBVISOR_DATABASE_URL", "mysql://root:hunter2@db/jobs"),
     ("JOBVISOR_LOG_FORMAT", "xml"),
     ("JOBVISOR_HTTP_ADDR", "localhost"),
+    ("JOBVISOR_LEASE", "1e12"),
+    ("JOBVISOR_CONCURRENCY", "99999999999999999999999"),
+    ("JOBVISOR_WORKER_TIMEOUT", "0.001"),
+    ("JOBVISOR_MAX_PAYLOAD_BYTES", "1e9"),
 ]
 
 

@@ -11,7 +11,7 @@ import urllib.parse
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Concatenate, ParamSpec, TypeVar
 
-from . import ops
+from . import ops, validate
 from .engine import (
     POSTGRES,
     SQLITE,
@@ -223,38 +223,46 @@ def _ctx(
     retry: Mapping[str, RetryPolicy] | None,
     default_retry: RetryPolicy,
     lease: float,
+    pool_size: int,
+    busy_timeout: float,
+    max_payload_bytes: int | None,
 ) -> ops.Ctx:
-    if not (isinstance(lease, int | float) and lease > 0):
-        raise InvalidArgument(f"lease={lease!r}: expected positive seconds")
+    validate.count("pool_size", pool_size, high=validate.MAX_POOL_SIZE)
+    validate.seconds("busy_timeout", busy_timeout, high=validate.MAX_BUSY_TIMEOUT)
     return ops.Ctx(
         dialect=POSTGRES if engine == "postgres" else SQLITE,
         clock=clock,
         require_correlation_id=require_correlation_id,
         retry=dict(retry or {}),
         default_retry=default_retry,
-        lease=float(lease),
+        lease=validate.seconds("lease", lease, positive=True, high=validate.MAX_LEASE),
+        max_payload_bytes=validate.max_payload_bytes(max_payload_bytes),
     )
 
 
 def connect(
     url: str,
     *,
-    pool_size: int = 4,
+    pool_size: int = validate.DEFAULT_POOL_SIZE,
     clock: Callable[[], Any] | None = None,
     require_correlation_id: bool = False,
     retry: Mapping[str, RetryPolicy] | None = None,
     default_retry: RetryPolicy = DEFAULT_RETRY,
     lease: float = ops.DEFAULT_LEASE,
     busy_timeout: float = 10.0,
+    max_payload_bytes: int | None = None,
 ) -> Queue:
     """Open a queue on `postgresql://…` or `sqlite:///path.db`.
 
     `clock` replaces the database clock (tests move time with it); `retry` maps
     job types to their backoff; `lease` is the default claim lease in seconds.
-    Call `migrate()` once before first use."""
+    `max_payload_bytes` caps a payload's JSON (default: `JOBVISOR_MAX_PAYLOAD_BYTES`,
+    else 1 MiB). A value out of its bounds (see `jobvisor.queue.validate`)
+    raises `InvalidArgument`. Call `migrate()` once before first use."""
     engine, target = parse_url(url)
     ctx = _ctx(engine, clock=clock, require_correlation_id=require_correlation_id,
-               retry=retry, default_retry=default_retry, lease=lease)  # fmt: skip
+               retry=retry, default_retry=default_retry, lease=lease, pool_size=pool_size,
+               busy_timeout=busy_timeout, max_payload_bytes=max_payload_bytes)  # fmt: skip
     runner: SyncRunner
     if engine == "postgres":
         runner = PostgresRunner(target, min_size=1, max_size=pool_size)
@@ -266,18 +274,20 @@ def connect(
 def connect_async(
     url: str,
     *,
-    pool_size: int = 4,
+    pool_size: int = validate.DEFAULT_POOL_SIZE,
     clock: Callable[[], Any] | None = None,
     require_correlation_id: bool = False,
     retry: Mapping[str, RetryPolicy] | None = None,
     default_retry: RetryPolicy = DEFAULT_RETRY,
     lease: float = ops.DEFAULT_LEASE,
     busy_timeout: float = 10.0,
+    max_payload_bytes: int | None = None,
 ) -> AsyncQueue:
     """`connect` for asyncio code; see `connect` for the options."""
     engine, target = parse_url(url)
     ctx = _ctx(engine, clock=clock, require_correlation_id=require_correlation_id,
-               retry=retry, default_retry=default_retry, lease=lease)  # fmt: skip
+               retry=retry, default_retry=default_retry, lease=lease, pool_size=pool_size,
+               busy_timeout=busy_timeout, max_payload_bytes=max_payload_bytes)  # fmt: skip
     runner: AsyncRunner
     if engine == "postgres":
         runner = AsyncPostgresRunner(target, min_size=1, max_size=pool_size)

@@ -6,10 +6,9 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import enum
+import inspect
 import json
-import math
 import os
-import random
 import re
 import threading
 import time
@@ -17,6 +16,8 @@ import uuid
 from collections.abc import Mapping
 from typing import Any
 
+from ..backoff import backoff
+from . import validate
 from .errors import InvalidArgument
 
 UTC = dt.UTC
@@ -81,17 +82,16 @@ class RetryPolicy:
     jitter: float = 0.5
 
     def __post_init__(self) -> None:
-        if not (self.base >= 0 and math.isfinite(self.base)):
-            raise InvalidArgument(f"RetryPolicy base={self.base!r}: expected seconds >= 0")
-        if not (self.cap >= self.base and math.isfinite(self.cap)):
+        validate.seconds("RetryPolicy base", self.base, high=validate.MAX_DELAY)
+        cap = validate.seconds("RetryPolicy cap", self.cap, high=validate.MAX_DELAY)
+        if cap < self.base:
             raise InvalidArgument(f"RetryPolicy cap={self.cap!r}: expected seconds >= base")
-        if not 0 <= self.jitter <= 1:
+        if not (isinstance(self.jitter, int | float) and 0 <= self.jitter <= 1):
             raise InvalidArgument(f"RetryPolicy jitter={self.jitter!r}: expected 0..1")
 
     def delay(self, attempt: int) -> float:
         """Seconds to wait after failed attempt number `attempt` (1-based)."""
-        raw = min(self.cap, self.base * 2.0 ** max(0, min(attempt - 1, 62)))
-        return raw * (1.0 - self.jitter * random.random())
+        return backoff(attempt, base=self.base, cap=self.cap, jitter=self.jitter)
 
 
 DEFAULT_RETRY = RetryPolicy()
@@ -158,77 +158,72 @@ class NewJob:
         dedupe_key: str | None = None,
         correlation_id: str | None = None,
     ) -> NewJob:
-        """Check every argument and raise `InvalidArgument` naming the bad one."""
-        if not isinstance(job_type, str) or not job_type.strip() or "\x00" in job_type:
-            raise InvalidArgument(f"job_type={job_type!r}: expected a non-empty string")
-        if not isinstance(queue, str) or not queue.strip() or "\x00" in queue:
-            raise InvalidArgument(f"queue={queue!r}: expected a non-empty string")
-        if isinstance(priority, bool) or not isinstance(priority, int):
-            raise InvalidArgument(f"priority={priority!r}: expected an integer")
-        if not -(2**31) <= priority < 2**31:
-            raise InvalidArgument(f"priority={priority!r}: expected a 32-bit integer")
-        if isinstance(max_attempts, bool) or not isinstance(max_attempts, int):
-            raise InvalidArgument(f"max_attempts={max_attempts!r}: expected an integer >= 1")
-        if not 1 <= max_attempts < 2**31:
-            raise InvalidArgument(f"max_attempts={max_attempts!r}: expected an integer >= 1")
+        """Check every argument and raise `InvalidArgument` naming the bad one.
+        These keyword arguments are the enqueue signature: `enqueue` and the
+        command line's JSON lines take the same names (`ENQUEUE_KEYS`)."""
         if run_at is not None and delay is not None:
             raise InvalidArgument(
                 f"run_at={run_at!r} and delay={delay!r}: expected at most one of them"
             )
-        if run_at is not None:
-            if not isinstance(run_at, dt.datetime):
-                raise InvalidArgument(f"run_at={run_at!r}: expected a datetime")
-            if run_at.tzinfo is None or run_at.utcoffset() is None:
-                raise InvalidArgument(
-                    f"run_at={run_at!r}: expected a timezone-aware datetime, got a naive one"
-                )
-        seconds: float | None = None
-        if delay is not None:
-            if isinstance(delay, dt.timedelta):
-                seconds = delay.total_seconds()
-            elif isinstance(delay, int | float) and not isinstance(delay, bool):
-                seconds = float(delay)
-            else:
-                raise InvalidArgument(f"delay={delay!r}: expected seconds or a timedelta")
-            if not (seconds >= 0 and math.isfinite(seconds)):
-                raise InvalidArgument(f"delay={delay!r}: expected a non-negative duration")
-        for name, value in (("dedupe_key", dedupe_key), ("correlation_id", correlation_id)):
-            if value is not None and (not isinstance(value, str) or not value or "\x00" in value):
-                raise InvalidArgument(f"{name}={value!r}: expected a non-empty string or None")
-        try:
-            payload_json = json.dumps(
-                {} if payload is None else payload, separators=(",", ":"), allow_nan=False
-            )
-        except (TypeError, ValueError) as exc:
-            raise InvalidArgument(
-                f"payload={_short(payload)}: expected a JSON-serialisable value ({exc})"
-            ) from None
-        if _JSON_NUL.search(payload_json):
-            raise InvalidArgument(
-                f"payload={_short(payload)}: expected JSON without NUL characters "
-                "(PostgreSQL cannot store \\u0000)"
-            )
         return cls(
             id=new_job_id(),
-            job_type=job_type,
-            payload_json=payload_json,
-            queue=queue,
-            priority=priority,
-            run_at=run_at.astimezone(UTC) if run_at is not None else None,
-            delay=seconds,
-            max_attempts=max_attempts,
-            dedupe_key=dedupe_key,
-            correlation_id=correlation_id,
+            job_type=validate.name("job_type", job_type),
+            payload_json=payload_json(payload),
+            queue=validate.name("queue", queue),
+            priority=validate.count("priority", priority, low=-(2**31), high=validate.MAX_INT32),
+            run_at=None if run_at is None else validate.run_at("run_at", run_at),
+            delay=None
+            if delay is None
+            else validate.seconds("delay", delay, high=validate.MAX_DELAY),
+            max_attempts=validate.count("max_attempts", max_attempts, high=validate.MAX_INT32),
+            dedupe_key=validate.key("dedupe_key", dedupe_key),
+            correlation_id=validate.key("correlation_id", correlation_id),
         )
+
+    @property
+    def payload_bytes(self) -> int:
+        """The size of the payload's JSON in UTF-8 bytes."""
+        return len(self.payload_json.encode("utf-8"))
+
+
+ENQUEUE_KEYS: tuple[str, ...] = tuple(
+    p for p in inspect.signature(NewJob.build).parameters if p not in ("cls", "self")
+)
+"""The arguments of an enqueue: `NewJob.build`'s, in order."""
+
+
+def payload_json(payload: Any) -> str:
+    """A payload as compact JSON text; `InvalidArgument` naming it when it is
+    not JSON, nests deeper than `MAX_PAYLOAD_DEPTH`, holds a NUL or text that
+    is not UTF-8. The size limit is the queue's (see `Ctx.max_payload_bytes`)."""
+    depth = validate.payload_depth(payload)
+    if depth > validate.MAX_PAYLOAD_DEPTH:
+        raise InvalidArgument(
+            f"payload={validate.short(payload)}: expected JSON nested at most "
+            f"{validate.MAX_PAYLOAD_DEPTH} deep"
+        )
+    try:
+        text = json.dumps(
+            {} if payload is None else payload,
+            separators=(",", ":"),
+            allow_nan=False,
+            ensure_ascii=False,
+        )
+        text.encode("utf-8")
+    except (TypeError, ValueError, RecursionError) as exc:
+        raise InvalidArgument(
+            f"payload={validate.short(payload)}: expected a JSON-serialisable value ({exc})"
+        ) from None
+    if _JSON_NUL.search(text):
+        raise InvalidArgument(
+            f"payload={validate.short(payload)}: expected JSON without NUL characters "
+            "(PostgreSQL cannot store \\u0000)"
+        )
+    return text
 
 
 # A \u0000 escape in JSON text: one preceded by an even number of backslashes.
 _JSON_NUL = re.compile(r"(?<!\\)(?:\\\\)*\\u0000")
-
-
-def _short(value: Any) -> str:
-    text = repr(value)
-    return text if len(text) <= 80 else text[:77] + "..."
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

@@ -10,13 +10,13 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
-import math
 import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from importlib import resources
 from typing import Any
 
 from .. import tracing
+from . import validate
 from .correlation import current_correlation_id, new_correlation_id
 from .engine import COMMIT, Dialect, Plan, Steps, Stmt
 from .errors import InvalidArgument, JobNotFound, LeaseLost, MissingCorrelationId
@@ -34,7 +34,7 @@ from .model import (
     TypeRequeue,
 )
 
-DEFAULT_LEASE = 30.0
+DEFAULT_LEASE = validate.DEFAULT_LEASE
 DEFAULT_CLEANUP_BATCH = 1000
 DEAD_LIST_DEFAULT = 100
 # An error message is kept to this many characters: enough for a traceback's
@@ -52,6 +52,7 @@ class Ctx:
     retry: Mapping[str, RetryPolicy] = dataclasses.field(default_factory=dict)
     default_retry: RetryPolicy = DEFAULT_RETRY
     lease: float = DEFAULT_LEASE
+    max_payload_bytes: int = validate.DEFAULT_MAX_PAYLOAD_BYTES
 
     def now(self) -> Any:
         """The injected clock's time in the engine's form, or None for the database's."""
@@ -61,28 +62,12 @@ class Ctx:
         return self.retry.get(job_type, self.default_retry)
 
 
-def _seconds(name: str, value: float | dt.timedelta, *, positive: bool = False) -> float:
-    if isinstance(value, dt.timedelta):
-        seconds = value.total_seconds()
-    elif isinstance(value, int | float) and not isinstance(value, bool):
-        seconds = float(value)
-    else:
-        raise InvalidArgument(f"{name}={value!r}: expected seconds or a timedelta")
-    if not math.isfinite(seconds) or seconds < 0 or (positive and seconds == 0):
-        kind = "positive" if positive else "non-negative"
-        raise InvalidArgument(f"{name}={value!r}: expected a {kind} duration")
-    return seconds
-
-
 def _names(name: str, values: Iterable[str] | None) -> list[str] | None:
     if values is None:
         return None
     if isinstance(values, str):
         raise InvalidArgument(f"{name}={values!r}: expected a list of names, not one string")
-    items = list(values)
-    for item in items:
-        if not isinstance(item, str) or not item or "\x00" in item:
-            raise InvalidArgument(f"{name}: {item!r} is not a non-empty name")
+    items = [validate.name(f"{name}[{i}]", item) for i, item in enumerate(values)]
     return items or None
 
 
@@ -99,6 +84,13 @@ def _held(name: str, jobs: Sequence[Job]) -> None:
     for job in jobs:
         if not isinstance(job, Job) or job.claim_token is None:
             raise InvalidArgument(f"{name}: {job!r} is not a claimed job")
+
+
+def _sized(ctx: Ctx, job: NewJob) -> NewJob:
+    """Refuse a job whose payload is over the queue's size limit."""
+    if len(job.payload_json) * 4 > ctx.max_payload_bytes:  # else it fits for sure
+        validate.payload_size("payload", job.payload_json, job.payload_bytes, ctx.max_payload_bytes)
+    return job
 
 
 def _with_correlation(ctx: Ctx, job: NewJob) -> NewJob:
@@ -238,10 +230,10 @@ def enqueue(
     """
     job = _with_correlation(
         ctx,
-        NewJob.build(
+        _sized(ctx, NewJob.build(
             job_type, payload, queue=queue, priority=priority, run_at=run_at, delay=delay,
             max_attempts=max_attempts, dedupe_key=dedupe_key, correlation_id=correlation_id,
-        ),
+        )),
     )  # fmt: skip
     job = _with_meta(job, _trace_meta())
     d = ctx.dialect
@@ -292,8 +284,12 @@ def enqueue_many(
                 raise InvalidArgument(f"jobs[{index}]: {exc}") from None
         else:
             raise InvalidArgument(
-                f"jobs[{index}]={item!r}: expected a mapping of enqueue arguments"
+                f"jobs[{index}]={validate.short(item)}: expected a mapping of enqueue arguments"
             )
+        try:
+            job = _sized(ctx, job)
+        except InvalidArgument as exc:
+            raise InvalidArgument(f"jobs[{index}]: {exc}") from None
         built.append(_with_meta(_with_correlation(ctx, job), meta))
     d = ctx.dialect
 
@@ -341,11 +337,9 @@ def claim(
     oldest `run_at`, then id. Each claimed job has its attempt counted, a fresh
     claim token and a lease of `lease` seconds from the database clock. Two
     claimers never receive the same job. An empty or missing filter means all."""
-    if not isinstance(worker_id, str) or not worker_id or "\x00" in worker_id:
-        raise InvalidArgument(f"worker_id={worker_id!r}: expected a non-empty string")
-    if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
-        raise InvalidArgument(f"limit={limit!r}: expected an integer >= 1")
-    seconds = ctx.lease if lease is None else _seconds("lease", lease, positive=True)
+    validate.name("worker_id", worker_id)
+    validate.count("limit", limit, high=validate.MAX_CLAIM_LIMIT)
+    seconds = _lease(ctx, lease)
     d = ctx.dialect
     params = {
         "worker_id": worker_id,
@@ -363,6 +357,12 @@ def claim(
         return jobs
 
     return Plan(steps(), transaction=False)
+
+
+def _lease(ctx: Ctx, lease: float | dt.timedelta | None) -> float:
+    if lease is None:
+        return ctx.lease
+    return validate.seconds("lease", lease, positive=True, high=validate.MAX_LEASE)
 
 
 def _held_many(ctx: Ctx, sql: str, jobs: Sequence[Job], extra: dict[str, Any]) -> Plan[list[Job]]:
@@ -413,7 +413,7 @@ def renew_many(
 ) -> Plan[list[Job]]:
     """Extend the lease of every job still held, in one statement; returns the
     jobs whose lease was lost (their handlers should stop)."""
-    seconds = ctx.lease if lease is None else _seconds("lease", lease, positive=True)
+    seconds = _lease(ctx, lease)
     return _held_many(ctx, ctx.dialect.sql.JOB_RENEW_MANY, jobs, {"lease": seconds})
 
 
@@ -467,7 +467,12 @@ def _error_text(name: str, error: BaseException | str) -> str:
         raise InvalidArgument(f"{name}={error!r}: expected an exception or a string")
     # PostgreSQL text cannot hold NUL, and a message with binary junk in it
     # must not keep the job from being recorded as failed.
-    return text[:MAX_ERROR_CHARS].replace("\x00", "\ufffd")
+    text = text[:MAX_ERROR_CHARS].replace("\x00", "\ufffd")
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:  # a lone surrogate: PostgreSQL could not store it
+        text = text.encode("utf-8", "replace").decode("utf-8")
+    return text
 
 
 def fail(
@@ -479,7 +484,7 @@ def fail(
     delay = (
         ctx.retry_policy(job.job_type).delay(job.attempts)
         if retry_in is None
-        else _seconds("retry_in", retry_in)
+        else validate.seconds("retry_in", retry_in, high=validate.MAX_DELAY)
     )
     text = _error_text("error", error)
     return _held_one(ctx, ctx.dialect.sql.JOB_FAIL, job, {"delay": delay, "error": text})
@@ -488,7 +493,7 @@ def fail(
 def snooze(ctx: Ctx, job: Job, delay: float | dt.timedelta) -> Plan[None]:
     """Put a held job back to run after `delay`, giving its attempt back (the
     handler asked to wait, it did not fail). `LeaseLost` if not held."""
-    seconds = _seconds("delay", delay)
+    seconds = validate.seconds("delay", delay, high=validate.MAX_DELAY)
     plan = _held_one(ctx, ctx.dialect.sql.JOB_SNOOZE, job, {"delay": seconds})
 
     def steps() -> Steps[None]:
@@ -561,8 +566,7 @@ def release_worker(
     hard time limit), only that job is charged and gets `error`; the others
     go back to pending with their attempt given back, as `release` does.
     Returns the count."""
-    if not isinstance(worker_id, str) or not worker_id or "\x00" in worker_id:
-        raise InvalidArgument(f"worker_id={worker_id!r}: expected a non-empty string")
+    validate.name("worker_id", worker_id)
     params = {
         "worker_id": worker_id,
         "error": _error_text("error", error or f"worker {worker_id} exited while running the job"),
@@ -603,9 +607,11 @@ def cleanup(
                     "or cancelled"
                 )
             if value is not None:
-                ages[status] = _seconds(f"older_than[{status.value}]", value)
+                ages[status] = validate.seconds(
+                    f"older_than[{status.value}]", value, high=validate.MAX_DELAY
+                )
     else:
-        age = _seconds("older_than", older_than)
+        age = validate.seconds("older_than", older_than, high=validate.MAX_DELAY)
         ages = {s: age for s in sorted(TERMINAL)}
     _check_batch_size(batch_size)
     sql = ctx.dialect.sql.JOB_DELETE_FINISHED
@@ -622,8 +628,7 @@ def cleanup(
 
 
 def _check_batch_size(batch_size: int) -> None:
-    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
-        raise InvalidArgument(f"batch_size={batch_size!r}: expected an integer >= 1")
+    validate.count("batch_size", batch_size, high=validate.MAX_BATCH_SIZE)
 
 
 def _delete_in_batches(sql: str, params: dict[str, Any], batch_size: int) -> Steps[int]:
@@ -697,13 +702,13 @@ def cancel(ctx: Ctx, job_id: uuid.UUID | str) -> Plan[None]:
 def dead_list(
     ctx: Ctx, limit: int = DEAD_LIST_DEFAULT, *, job_type: str | None = None
 ) -> Plan[list[Job]]:
-    """Dead jobs, oldest first; a non-positive limit means 100."""
-    if isinstance(limit, bool) or not isinstance(limit, int):
-        raise InvalidArgument(f"limit={limit!r}: expected an integer")
+    """Dead jobs, oldest first, at most `limit` (up to `MAX_LIST_LIMIT`; a
+    non-positive limit means 100)."""
+    validate.count("limit", limit, low=-validate.MAX_INT32, high=validate.MAX_LIST_LIMIT)
     d = ctx.dialect
     params = {
         "status": JobStatus.DEAD.value,
-        "job_type": job_type,
+        "job_type": _job_type_filter(job_type),
         "limit": limit if limit > 0 else DEAD_LIST_DEFAULT,
     }
 
@@ -715,9 +720,7 @@ def dead_list(
 
 
 def _job_type_filter(job_type: str | None) -> str | None:
-    if job_type is not None and (not isinstance(job_type, str) or not job_type):
-        raise InvalidArgument(f"job_type={job_type!r}: expected a non-empty string or None")
-    return job_type
+    return None if job_type is None else validate.name("job_type", job_type)
 
 
 def _check_job_type(job_type: str) -> None:
@@ -751,9 +754,8 @@ def dead_get(ctx: Ctx, job_id: uuid.UUID | str) -> Plan[Job]:
     return Plan(steps(), write=False, transaction=False)
 
 
-def _check_run_at(run_at: dt.datetime | None) -> None:
-    if run_at is not None and (not isinstance(run_at, dt.datetime) or run_at.tzinfo is None):
-        raise InvalidArgument(f"run_at={run_at!r}: expected a timezone-aware datetime")
+def _check_run_at(run_at: dt.datetime | None) -> dt.datetime | None:
+    return None if run_at is None else validate.run_at("run_at", run_at)
 
 
 def dead_requeue(
@@ -762,7 +764,7 @@ def dead_requeue(
     """A dead job back to pending with its attempts reset, due at `run_at` or now.
     `InvalidArgument` (nothing changed) if a live job now holds its dedupe key."""
     jid = _job_id(job_id)
-    _check_run_at(run_at)
+    run_at = _check_run_at(run_at)
     d = ctx.dialect
     params = {"id": d.id(jid), "run_at": d.time(run_at), "now": ctx.now()}
 
@@ -799,7 +801,7 @@ def dead_requeue_type(
     one, and a job whose key a live job holds stays dead (its id is in the
     result's `held`). A job that dies while this runs may be requeued too."""
     _check_job_type(job_type)
-    _check_run_at(run_at)
+    run_at = _check_run_at(run_at)
     _check_batch_size(batch_size)
     d = ctx.dialect
     when = {"run_at": d.time(run_at), "now": ctx.now()}
@@ -867,8 +869,8 @@ def dead_discard_type(
 
 def leader_attempt_elect(ctx: Ctx, name: str, holder: str, *, ttl: float) -> Plan[bool]:
     """Take or keep the leadership `name` for `ttl` seconds; True if `holder` leads."""
-    params = {"name": name, "holder": holder, "ttl": _seconds("ttl", ttl, positive=True),
-              "now": ctx.now()}  # fmt: skip
+    ttl = validate.seconds("ttl", ttl, low=validate.MIN_LEASE, high=validate.MAX_LEASE)
+    params = {"name": name, "holder": holder, "ttl": ttl, "now": ctx.now()}
     sql = ctx.dialect.sql.LEADER_ATTEMPT_ELECT
 
     def steps() -> Steps[bool]:

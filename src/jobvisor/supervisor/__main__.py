@@ -8,8 +8,9 @@ import argparse
 import sys
 
 from ..config import (
-    SETTINGS,
+    add_flags,
     database_url_from_hidden_flag,
+    flag_overrides,
     hide_database_url_flag,
     load_or_exit,
 )
@@ -18,10 +19,8 @@ from .arbiter import main
 
 def parse_flags(argv: list[str]) -> dict[str, str]:
     parser = argparse.ArgumentParser(prog="python -m jobvisor.supervisor")
-    for setting in SETTINGS:
-        parser.add_argument(setting.flag, dest=setting.field, metavar="VALUE", help=setting.help)
-    args = parser.parse_args(argv)
-    return {k: v for k, v in vars(args).items() if v is not None}
+    add_flags(parser)
+    return flag_overrides(parser.parse_args(argv))
 
 
 def run(argv: list[str]) -> int:

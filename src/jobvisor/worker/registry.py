@@ -23,11 +23,11 @@ import dataclasses
 import datetime as dt
 import importlib
 import inspect
-import math
 import uuid
 from collections.abc import Awaitable, Callable, Iterator
 from typing import Any, NoReturn, TypeVar
 
+from ..queue import validate
 from ..queue.errors import InvalidArgument, JobvisorError
 from ..queue.model import Job, RetryPolicy
 
@@ -41,15 +41,7 @@ class Snooze(Exception):
     attempt is given back (the job did not fail, it asked to wait)."""
 
     def __init__(self, delay: float | dt.timedelta) -> None:
-        seconds = delay.total_seconds() if isinstance(delay, dt.timedelta) else delay
-        if (
-            isinstance(seconds, bool)
-            or not isinstance(seconds, int | float)
-            or not math.isfinite(seconds)
-            or seconds < 0
-        ):
-            raise InvalidArgument(f"snooze delay={delay!r}: expected non-negative seconds")
-        self.delay = float(seconds)
+        self.delay = validate.seconds("snooze delay", delay, high=validate.MAX_DELAY)
         super().__init__(f"snoozed for {self.delay:g}s")
 
 
@@ -117,11 +109,7 @@ class JobContext:
 def _optional_seconds(name: str, value: float | None) -> float | None:
     if value is None:
         return None
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise InvalidArgument(f"{name}={value!r}: expected positive seconds or None")
-    if not (math.isfinite(value) and value > 0):
-        raise InvalidArgument(f"{name}={value!r}: expected positive seconds or None")
-    return float(value)
+    return validate.seconds(name, value, positive=True, high=validate.MAX_INTERVAL)
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -183,8 +171,7 @@ class Registry:
         retry: RetryPolicy | None = None,
     ) -> Handler:
         """Register `func` for `job_type` (the decorator's plain form)."""
-        if not isinstance(job_type, str) or not job_type.strip():
-            raise InvalidArgument(f"job_type={job_type!r}: expected a non-empty string")
+        validate.name("job_type", job_type)
         if job_type in self._handlers:
             raise InvalidArgument(f"job_type={job_type!r}: a handler is already registered")
         if not callable(func):
@@ -195,10 +182,8 @@ class Registry:
             raise InvalidArgument(
                 f"hard_timeout={hard_timeout!r}: expected at least timeout={timeout!r}"
             )
-        if max_attempts is not None and (
-            isinstance(max_attempts, bool) or not isinstance(max_attempts, int) or max_attempts < 1
-        ):
-            raise InvalidArgument(f"max_attempts={max_attempts!r}: expected an integer >= 1")
+        if max_attempts is not None:
+            validate.count("max_attempts", max_attempts, high=validate.MAX_INT32)
         if retry is not None and not isinstance(retry, RetryPolicy):
             raise InvalidArgument(f"retry={retry!r}: expected a jobvisor.RetryPolicy")
         handler = Handler(
@@ -268,9 +253,10 @@ class AppError(JobvisorError):
 def load_app(spec: str) -> Registry:
     """Import `module:attribute` (the attribute may be dotted) and return the
     `Registry` it names; `AppError` says what went wrong."""
-    module_name, sep, attr = spec.partition(":")
-    if not sep or not module_name or not attr:
-        raise AppError(f"JOBVISOR_APP={spec!r}: expected module:attribute")
+    try:
+        module_name, attr = validate.module_attr(spec)
+    except InvalidArgument:
+        raise AppError(f"JOBVISOR_APP={spec!r}: expected module:attribute") from None
     try:
         target: Any = importlib.import_module(module_name)
     except Exception as exc:

@@ -1,0 +1,266 @@
+"""What jobvisor accepts, defined once: every bound, every default that more
+than one module needs, and the checks that apply them.
+
+The queue's operations, the job model, the registry, the configuration and
+the command line all check their values here, so a value is refused with
+the same words wherever it comes in: `InvalidArgument` naming the value and
+what was expected, before anything is written. The configuration turns the
+same refusal into a `ConfigError` (exit 78).
+
+Why the bounds are where they are:
+
+- Every time jobvisor writes must read back as a Python `datetime` on both
+  engines (years 1 to 9999, in any session time zone): `run_at` is from
+  `MIN_RUN_AT` to `MAX_DELAY` ahead of now, and a delay, a snooze, a retry or
+  a retention at most `MAX_DELAY`, so "now + delay" is far from year 9999.
+- A lease is renewed at half its length while the job runs; one longer than
+  `MAX_LEASE` only delays the recovery of a crashed worker's jobs.
+- A name goes into a PostgreSQL `NOTIFY` payload (under 8,000 bytes) and into
+  indexes; a dedupe key into a unique index (a B-tree entry holds about
+  2,700 bytes). Both are counted in UTF-8 bytes, and text must encode as
+  UTF-8 (no lone surrogates): PostgreSQL refuses what SQLite would store.
+- A payload is JSON of at most `max_payload_bytes` (UTF-8) nested at most
+  `MAX_PAYLOAD_DEPTH` deep: deeper JSON cannot be read back by the worker.
+- Counts (concurrency, pool size, limits) are capped well below what a
+  64-bit database integer holds and where a larger value is a typo.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import math
+import os
+from collections.abc import Mapping
+from typing import Any, Final
+
+from .errors import InvalidArgument
+
+UTC = dt.UTC
+
+HOUR: Final = 3600.0
+DAY: Final = 86400.0
+YEAR: Final = 365 * DAY
+
+# --- defaults used in more than one place ----------------------------------------
+
+DEFAULT_LEASE: Final = 30.0
+"""Seconds a claim holds a job before the reaper may take it back."""
+
+DEFAULT_POOL_SIZE: Final = 4
+"""Database connections a queue (a worker) keeps open at most."""
+
+DEFAULT_MAX_PAYLOAD_BYTES: Final = 1024 * 1024
+"""The payload size limit (UTF-8 bytes of its JSON) unless configured."""
+
+MAX_PAYLOAD_BYTES_ENV: Final = "JOBVISOR_MAX_PAYLOAD_BYTES"
+
+# --- durations (seconds) ---------------------------------------------------------
+
+MAX_LEASE: Final = DAY
+MAX_DELAY: Final = 10 * YEAR
+"""delay, run_at ahead of now, snooze, retry_in, a retry policy's cap, retention."""
+MAX_INTERVAL: Final = DAY
+"""Intervals and timeouts of the service (poll, reap, shutdown, worker timeout),
+a handler's timeouts and a leadership's time to live."""
+MIN_INTERVAL: Final = 0.01
+"""A loop interval shorter than this only burns CPU."""
+MAX_BUSY_TIMEOUT: Final = HOUR
+"""How long SQLite waits for another writer's lock."""
+MIN_LEASE: Final = 1.0
+"""A configured lease (or leadership) shorter than this expires between two renewals."""
+MIN_WORKER_TIMEOUT: Final = 3.0
+"""Three heartbeats: a shorter timeout kills healthy workers."""
+
+MIN_RUN_AT: Final = dt.datetime(1970, 1, 1, tzinfo=UTC)
+"""The earliest `run_at` (a time in the past is due at once); the latest is
+`MAX_DELAY` ahead of now."""
+
+# --- counts ----------------------------------------------------------------------
+
+MAX_WORKERS: Final = 1024
+MAX_CONCURRENCY: Final = 10_000
+MAX_POOL_SIZE: Final = 1000
+MAX_CLAIM_LIMIT: Final = MAX_CONCURRENCY
+MAX_LIST_LIMIT: Final = 10_000
+MAX_BATCH_SIZE: Final = 100_000
+MAX_RESTARTS: Final = 1_000_000
+MAX_INT32: Final = 2**31 - 1
+
+# --- text and payloads -----------------------------------------------------------
+
+MAX_NAME_BYTES: Final = 200
+"""A queue name, job type or worker id, in UTF-8 bytes."""
+MAX_KEY_BYTES: Final = 1000
+"""A dedupe key or correlation id, in UTF-8 bytes."""
+MAX_PAYLOAD_DEPTH: Final = 256
+MAX_PAYLOAD_BYTES_LIMIT: Final = 64 * 1024 * 1024
+"""The largest payload size limit that may be configured."""
+
+
+def short(value: Any, width: int = 80) -> str:
+    """`repr(value)` cut to `width` characters, for a message; never raises
+    (an integer too long to print is described instead)."""
+    try:
+        text = repr(value)
+    except ValueError:  # an integer of more digits than Python will print
+        text = f"<{type(value).__name__} too large to show>"
+    except RecursionError:
+        text = f"<{type(value).__name__} nested too deep to show>"
+    return text if len(text) <= width else text[: width - 3] + "..."
+
+
+def seconds(
+    name: str,
+    value: object,
+    *,
+    high: float,
+    low: float = 0.0,
+    positive: bool = False,
+) -> float:
+    """A duration given as seconds (int or float) or a `timedelta`: finite,
+    at least `low` (above it when `positive`) and at most `high`."""
+    if isinstance(value, dt.timedelta):
+        result = value.total_seconds()
+    elif isinstance(value, int | float) and not isinstance(value, bool):
+        try:
+            result = float(value)
+        except OverflowError:
+            result = math.inf
+    else:
+        result = math.nan
+    if not (result > low if positive else result >= low) or not result <= high:
+        raise InvalidArgument(
+            f"{name}={short(value)}: expected {seconds_range(low, high, positive)}"
+        )
+    return result
+
+
+def seconds_range(low: float, high: float, positive: bool = False) -> str:
+    """How `seconds` describes its bounds in a message."""
+    if positive and low == 0:
+        start = "positive seconds"
+    elif low == 0:
+        start = "non-negative seconds"
+    else:
+        start = f"seconds >= {_number(low)}"
+    return f"{start}, at most {_number(high)}"
+
+
+def _number(value: float) -> str:
+    return str(int(value)) if value.is_integer() else f"{value:g}"
+
+
+def count(name: str, value: object, *, high: int, low: int = 1) -> int:
+    """An integer (not a bool) within `low`..`high`."""
+    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+        raise InvalidArgument(f"{name}={short(value)}: expected {count_range(low, high)}")
+    return value
+
+
+def count_range(low: int, high: int) -> str:
+    """How `count` describes its bounds in a message."""
+    return f"an integer >= {low}, at most {high}"
+
+
+def text(name: str, value: object, *, max_bytes: int, strip: bool = False) -> str:
+    """A non-empty string without NUL that encodes as UTF-8 in at most
+    `max_bytes` bytes (with `strip`, not only blanks either)."""
+    if not isinstance(value, str) or not (value.strip() if strip else value) or "\x00" in value:
+        raise InvalidArgument(f"{name}={short(value)}: expected a non-empty string")
+    try:
+        size = len(value.encode("utf-8"))
+    except UnicodeEncodeError:
+        raise InvalidArgument(
+            f"{name}={short(value)}: expected text that encodes as UTF-8 (a lone surrogate?)"
+        ) from None
+    if size > max_bytes:
+        raise InvalidArgument(
+            f"{name}={short(value, 40)}: expected at most {max_bytes} UTF-8 bytes, got {size}"
+        )
+    return value
+
+
+def name(label: str, value: object) -> str:
+    """A queue name, job type or worker id."""
+    return text(label, value, max_bytes=MAX_NAME_BYTES, strip=True)
+
+
+def key(label: str, value: object) -> str | None:
+    """A dedupe key or correlation id, or None."""
+    return None if value is None else text(label, value, max_bytes=MAX_KEY_BYTES)
+
+
+def run_at(label: str, value: object, now: dt.datetime | None = None) -> dt.datetime:
+    """A timezone-aware datetime from `MIN_RUN_AT` to `MAX_DELAY` after `now`
+    (the local clock by default), as UTC."""
+    if not isinstance(value, dt.datetime):
+        raise InvalidArgument(f"{label}={short(value)}: expected a datetime")
+    if value.tzinfo is None or value.utcoffset() is None:
+        raise InvalidArgument(
+            f"{label}={value!r}: expected a timezone-aware datetime, got a naive one"
+        )
+    latest = (now or dt.datetime.now(UTC)) + dt.timedelta(seconds=MAX_DELAY)
+    try:
+        utc = value.astimezone(UTC)
+    except OverflowError:
+        utc = None
+    if utc is None or not MIN_RUN_AT <= utc <= latest:
+        raise InvalidArgument(
+            f"{label}={value!r}: expected a time from {MIN_RUN_AT:%Y-%m-%d} UTC to "
+            f"{_number(MAX_DELAY / YEAR)} years from now"
+        )
+    return utc
+
+
+def payload_depth(value: Any) -> int:
+    """How deep containers nest in `value`, counted without recursion and
+    stopping as soon as `MAX_PAYLOAD_DEPTH` is passed."""
+    deepest = 0
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, Mapping):
+            children: Any = item.values()
+        elif isinstance(item, list | tuple):
+            children = item
+        else:
+            continue
+        deepest = max(deepest, depth)
+        if deepest > MAX_PAYLOAD_DEPTH:
+            break
+        stack.extend((child, depth + 1) for child in children)
+    return deepest
+
+
+def payload_size(name: str, value: Any, size: int, limit: int) -> None:
+    """Refuse a payload whose JSON is `size` UTF-8 bytes when over `limit`."""
+    if size > limit:
+        raise InvalidArgument(
+            f"{name}={short(value, 40)}: expected at most {limit} bytes of JSON, got {size} "
+            f"(raise {MAX_PAYLOAD_BYTES_ENV} to allow more)"
+        )
+
+
+def max_payload_bytes(value: object = None, env: Mapping[str, str] | None = None) -> int:
+    """The payload size limit: `value` if given, else `JOBVISOR_MAX_PAYLOAD_BYTES`
+    from the environment, else the default."""
+    if value is None:
+        raw = (os.environ if env is None else env).get(MAX_PAYLOAD_BYTES_ENV)
+        if raw is None:
+            return DEFAULT_MAX_PAYLOAD_BYTES
+        try:
+            return count(MAX_PAYLOAD_BYTES_ENV, int(raw), low=1024, high=MAX_PAYLOAD_BYTES_LIMIT)
+        except (ValueError, InvalidArgument):
+            raise InvalidArgument(
+                f"{MAX_PAYLOAD_BYTES_ENV}={short(raw)}: expected "
+                f"{count_range(1024, MAX_PAYLOAD_BYTES_LIMIT)}"
+            ) from None
+    return count("max_payload_bytes", value, low=1024, high=MAX_PAYLOAD_BYTES_LIMIT)
+
+
+def module_attr(spec: str) -> tuple[str, str]:
+    """Split `module:attribute` (the attribute may be dotted)."""
+    module, sep, attr = spec.partition(":")
+    if not sep or not module or not attr or any(not part for part in attr.split(".")):
+        raise InvalidArgument(f"app={spec!r}: expected module:attribute")
+    return module, attr

@@ -1,0 +1,63 @@
+"""Every bounded setting refuses a value outside its bounds with a
+`ConfigError` naming the variable, the value and the accepted range, and
+accepts the edges of that range."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from jobvisor.config import SETTINGS, Config, ConfigError, Setting
+from jobvisor.queue import validate
+
+BOUNDED = [s for s in SETTINGS if hasattr(s.parse, "expected")]
+
+
+def _edges(setting: Setting) -> tuple[list[str], list[str]]:
+    """(values accepted, values refused) at the edges of a setting's bounds."""
+    parse: Any = setting.parse
+    low, high = parse.low, parse.high
+    if isinstance(high, int):
+        return [str(low), str(high)], [str(low - 1), str(high + 1), "1.5", "x", str(10**30)]
+    good = [repr(float(high))] + ([] if parse.positive else [repr(low)])
+    bad = [repr(high * 1.001), "1e12", "1e308", "inf", "nan", "-1", "x"]
+    bad.append(repr(low) if parse.positive else repr(low - 0.001))
+    return good, bad
+
+
+@pytest.mark.parametrize("setting", BOUNDED, ids=lambda s: s.env)
+def test_each_bounded_setting_refuses_values_outside_its_bounds(setting: Setting) -> None:
+    good, bad = _edges(setting)
+    for value in good:
+        assert Config.load(env={setting.env: value}) is not None, value
+    for value in bad:
+        with pytest.raises(ConfigError) as info:
+            Config.load(env={setting.env: value})
+        message = str(info.value)
+        assert message == f"{setting.env}={value!r}: expected {setting.expected}"
+        assert "\n" not in message
+
+
+@pytest.mark.parametrize(
+    ("variable", "value", "expected"),
+    [
+        ("JOBVISOR_LEASE", "1e12", "seconds >= 1, at most 86400"),
+        ("JOBVISOR_CONCURRENCY", "99999999999999999999999", "an integer >= 1, at most 10000"),
+        ("JOBVISOR_WORKER_TIMEOUT", "0.001", "seconds >= 3, at most 86400"),
+        ("JOBVISOR_LEASE", "1e300", "seconds >= 1, at most 86400"),
+    ],
+)
+def test_values_that_used_to_stop_the_work(variable: str, value: str, expected: str) -> None:
+    with pytest.raises(ConfigError, match="expected " + expected):
+        Config.load(env={variable: value})
+
+
+def test_a_flag_out_of_bounds_is_named_as_the_flag() -> None:
+    with pytest.raises(ConfigError, match=r"^--pool-size='0': expected an integer >= 1"):
+        Config.load(env={}, overrides={"pool_size": "0"})
+
+
+def test_the_lease_default_is_the_queues() -> None:
+    assert Config.load(env={}).lease == validate.DEFAULT_LEASE
+    assert Config.load(env={}).max_payload_bytes == validate.DEFAULT_MAX_PAYLOAD_BYTES
