@@ -261,5 +261,6 @@ def test_boot_failures_exit_with_their_codes(sqlite_url: str) -> None:
     assert bad_app.returncode == 3
     assert "cannot import 'tests.worker.no_such_module'" in bad_app.stderr
     not_migrated = run()
-    assert not_migrated.returncode == 3
+    assert not_migrated.returncode == 78
     assert "worker.boot_failed" in not_migrated.stderr
+    assert "run `jobvisor migrate`" in not_migrated.stderr

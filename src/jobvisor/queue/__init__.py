@@ -4,6 +4,7 @@ from .api import AsyncQueue, Queue, connect, connect_async, redact_url
 from .correlation import correlation_scope, current_correlation_id
 from .errors import (
     DatabaseError,
+    DatabaseRefused,
     DatabaseUnavailable,
     InvalidArgument,
     JobNotFound,
@@ -17,6 +18,7 @@ from .model import Job, JobStatus, NewJob, RetryPolicy, Summary, TypeRequeue
 __all__ = [
     "AsyncQueue",
     "DatabaseError",
+    "DatabaseRefused",
     "DatabaseUnavailable",
     "InvalidArgument",
     "Job",

@@ -51,7 +51,7 @@ from ..log import get_logger
 from ..metrics import WorkerMetrics
 from ..queue.api import AsyncQueue, parse_url
 from ..queue.correlation import correlation_id_var
-from ..queue.errors import LeaseLost
+from ..queue.errors import DatabaseUnavailable, LeaseLost
 from ..queue.model import Job, JobStatus
 from .protocol import HEARTBEAT_INTERVAL, ControlChannel
 from .registry import Cancel, Handler, JobContext, Registry, Snooze
@@ -61,6 +61,7 @@ log = get_logger("worker")
 # Errors that mean "the database is unreachable or busy right now": the
 # operation is retried with backoff and nothing is dropped.
 DB_ERRORS: Final = (
+    DatabaseUnavailable,
     psycopg.OperationalError,
     psycopg.InterfaceError,
     psycopg.errors.TransactionRollback,
