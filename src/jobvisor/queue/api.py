@@ -23,6 +23,7 @@ from .engine import (
     PostgresRunner,
     SqliteRunner,
     SyncRunner,
+    check_conninfo,
 )
 from .errors import InvalidArgument
 from .model import DEFAULT_RETRY, RetryPolicy
@@ -233,11 +234,15 @@ class AsyncQueue(_AsyncBound):
 
 
 def parse_url(url: str) -> tuple[str, str]:
-    """("postgres", conninfo) or ("sqlite", path) for a database URL."""
+    """("postgres", conninfo) or ("sqlite", path) for a database URL.
+
+    A PostgreSQL URL libpq cannot parse (an unknown option, a bad port) is
+    refused here, before any connection is tried."""
     if not isinstance(url, str) or not url:
         raise InvalidArgument(f"url={url!r}: expected postgresql://… or sqlite:///path")
     scheme = url.split(":", 1)[0].lower() if ":" in url else ""
     if scheme in ("postgresql", "postgres"):
+        check_conninfo(url)
         return "postgres", url
     if scheme == "sqlite":
         if not url.startswith("sqlite:///") or len(url) == len("sqlite:///"):
