@@ -483,7 +483,6 @@ def check_conninfo(url: str) -> None:
 logging.getLogger("psycopg.pool").addHandler(logging.NullHandler())
 
 
-
 @dataclasses.dataclass(frozen=True, slots=True)
 class _PgStep:
     """What one step asks of a PostgreSQL cursor, for either face to carry out:
