@@ -13,7 +13,8 @@ from .errors import (
     MissingCorrelationId,
     SchemaMissing,
 )
-from .model import Job, JobStatus, NewJob, RetryPolicy, Summary, TypeRequeue
+from .model import Job, JobStatus, NewJob, Readiness, RetryPolicy, Summary, TypeRequeue
+from .notices import Notice, NoticeKind
 
 __all__ = [
     "AsyncQueue",
@@ -28,7 +29,10 @@ __all__ = [
     "LeaseLost",
     "MissingCorrelationId",
     "NewJob",
+    "Notice",
+    "NoticeKind",
     "Queue",
+    "Readiness",
     "RetryPolicy",
     "SchemaMissing",
     "Summary",

@@ -26,7 +26,7 @@ from collections.abc import AsyncIterator, Callable, Generator, Iterable, Iterat
 from typing import Any, Final, Generic, Literal, LiteralString, Protocol, TypeAlias, TypeVar
 
 import psycopg
-from psycopg_pool import AsyncConnectionPool, ConnectionPool, PoolClosed, PoolTimeout
+from psycopg_pool import AsyncConnectionPool, ConnectionPool, PoolTimeout
 
 from . import sql_postgres, sql_sqlite
 from .errors import (
@@ -351,18 +351,15 @@ def driver_text(exc: BaseException) -> str:
 # password or an unknown role or database. libpq gives these no SQLSTATE
 # before the session exists, only the server's FATAL message.
 _REFUSALS = (
-    "password authentication failed",
+    "authentication failed",  # password, peer, ident, scram…
     "no password supplied",
-    "authentication failed",
     "no pg_hba.conf entry",
-    "does not exist",
-    "invalid connection option",
-    "invalid uri",
-    "invalid integer value",
+    "does not exist",  # the role or the database
 )
 
 
 def refused_by_server(exc: BaseException) -> bool:
+    """Whether a failed connection attempt will fail the same way again."""
     text = str(exc).lower()
     return isinstance(exc, psycopg.ProgrammingError) or any(r in text for r in _REFUSALS)
 
@@ -425,26 +422,24 @@ class _Connecting:
             ) from exc
         raise DatabaseUnavailable(f"could not connect ({driver_text(exc)})") from exc
 
-    def unavailable(self, exc: psycopg.Error) -> JobvisorError:
-        """The error for a pool timeout: the last connection error says why."""
+    def unavailable(self, exc: PoolTimeout) -> JobvisorError:
+        """The error for a pool timeout: the last failed attempt says why."""
         last = self.error
-        if last is not None and not isinstance(exc, PoolClosed):
-            return DatabaseUnavailable(
-                f"no connection within the pool's timeout ({driver_text(last)})"
-            )
-        return wrap_postgres(exc)
+        if last is None:
+            return wrap_postgres(exc)
+        return DatabaseUnavailable(f"no connection within the pool's timeout ({driver_text(last)})")
 
 
 def _recording(base: type[Any], connecting: _Connecting) -> Any:
     """`base` (a psycopg connection class) whose `connect` reports to `connecting`."""
-    sync_connect = base.connect
+    connect_base = base.connect
 
     if issubclass(base, psycopg.AsyncConnection):
 
         async def connect_async(cls: Any, *args: Any, **kwargs: Any) -> Any:
             try:
-                conn = await sync_connect.__func__(cls, *args, **kwargs)
-            except BaseException as exc:
+                conn = await connect_base.__func__(cls, *args, **kwargs)
+            except Exception as exc:
                 connecting.failed(exc)
                 raise
             connecting.succeeded()
@@ -454,8 +449,8 @@ def _recording(base: type[Any], connecting: _Connecting) -> Any:
 
     def connect(cls: Any, *args: Any, **kwargs: Any) -> Any:
         try:
-            conn = sync_connect.__func__(cls, *args, **kwargs)
-        except BaseException as exc:
+            conn = connect_base.__func__(cls, *args, **kwargs)
+        except Exception as exc:
             connecting.failed(exc)
             raise
         connecting.succeeded()
