@@ -23,14 +23,11 @@ import contextlib
 import datetime as dt
 import json
 import os
-import sqlite3
 import sys
 import time
 import uuid
 from collections.abc import Callable, Iterator, Sequence
 from typing import IO, Any, NoReturn, TextIO
-
-import psycopg
 
 from . import __version__
 from .config import (
@@ -55,7 +52,6 @@ from .queue import (
     connect,
     validate,
 )
-from .queue.api import parse_url
 from .queue.model import ENQUEUE_KEYS, Job
 from .queue.redact import redact_text
 
@@ -284,28 +280,6 @@ def _read_jobs(stream: IO[str], max_payload_bytes: int) -> list[NewJob]:
     return jobs
 
 
-@contextlib.contextmanager
-def _transaction(url: str) -> Iterator[Any]:
-    """One transaction on a connection of our own: every batch of an
-    `enqueue --file` goes in it, so a failure half-way writes nothing."""
-    engine, target = parse_url(url)
-    if engine == "postgres":
-        with psycopg.connect(target) as conn:  # commits on success, rolls back on error
-            yield conn
-        return
-    lite = sqlite3.connect(target, timeout=30.0, isolation_level=None)
-    try:
-        lite.execute("BEGIN IMMEDIATE")
-        try:
-            yield lite
-        except BaseException:
-            lite.execute("ROLLBACK")
-            raise
-        lite.execute("COMMIT")
-    finally:
-        lite.close()
-
-
 def cmd_enqueue(args: argparse.Namespace, config: Config) -> int:
     if args.file is not None:
         if args.job_type is not None:
@@ -350,7 +324,7 @@ def _enqueue_file(args: argparse.Namespace, config: Config) -> int:
         except UnicodeDecodeError as exc:
             raise UsageError(f"--file {args.file!r}: not UTF-8 text ({exc.reason})") from None
     progress = Progress(len(jobs), sys.stderr)
-    with _queue(config) as q, _transaction(config.database_url) as conn:
+    with _queue(config) as q, q.transaction() as conn:  # all batches, or none
         done = 0
         progress.update(0)
         for start in range(0, len(jobs), ENQUEUE_BATCH):
@@ -739,9 +713,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (OperationFailed, JobvisorError) as exc:
         _err(prog, str(exc))
         return EXIT_FAILED
-    except (psycopg.Error, sqlite3.Error) as exc:
-        _err(prog, _database_error(exc))
-        return EXIT_FAILED
     except KeyboardInterrupt:
         print(file=sys.stderr)
         return EXIT_INTERRUPTED
@@ -750,13 +721,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         with contextlib.suppress(OSError):
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return EXIT_OK
-
-
-def _database_error(exc: Exception) -> str:
-    text = " ".join(str(exc).split()) or type(exc).__name__
-    if "jobvisor_jobs" in text and ("does not exist" in text or "no such table" in text):
-        return f"the database has no jobvisor schema; run `jobvisor migrate` first ({text})"
-    return f"database error: {text}"
 
 
 if __name__ == "__main__":

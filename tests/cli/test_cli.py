@@ -130,6 +130,24 @@ def test_an_unmigrated_database_says_to_migrate(cli: Cli) -> None:
     assert "jobvisor migrate" in result.err
 
 
+def test_a_database_that_refuses_the_connection_fails_with_the_servers_words(
+    pg_url: str, tmp_path: Path
+) -> None:
+    cli = Cli(pg_url.rsplit("/", 1)[0] + "/jv_no_such_database", tmp_path)
+    result = cli("status")
+    assert result.code == 1
+    assert result.err.count("\n") == 1
+    assert 'database "jv_no_such_database" does not exist' in result.err
+    assert "Traceback" not in result.err
+
+
+def test_a_url_option_libpq_does_not_know_exits_78(cli: Cli) -> None:
+    result = cli("status", "--database-url", "postgresql://u:hunter2@127.0.0.1/x?no_such_option=1")
+    assert result.code == 78
+    assert "no_such_option" in result.err
+    assert "hunter2" not in result.err
+
+
 # --- migrate and enqueue --------------------------------------------------------------
 
 

@@ -195,7 +195,7 @@ class QueueModel:
             self._spent_or_retry(job, min(cap, base * 2.0 ** max(job.attempts - 1, 0)))
         return len(expired)
 
-    def release_worker(self, worker_id: str, culprit: uuid.UUID | None = None) -> int:
+    def requeue_crashed(self, worker_id: str, culprit: uuid.UUID | None = None) -> int:
         """A worker died: its jobs back now, attempt counted; with a culprit,
         only that one is charged and the others are released."""
         held = [j for j in self.jobs.values() if j.status == "running" and j.worker_id == worker_id]

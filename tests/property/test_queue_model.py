@@ -337,7 +337,7 @@ class QueueMachine(RuleBasedStateMachine):
         self.reap_expired(policy)
 
     @rule(worker=st.sampled_from(WORKERS), pick=st.integers(0, 3))
-    def release_worker(self, worker: str, pick: int) -> None:
+    def requeue_crashed(self, worker: str, pick: int) -> None:
         """pick 0: a crash (every job charged); otherwise a kill for one of
         the worker's running jobs, the others released."""
         running = sorted(
@@ -346,8 +346,8 @@ class QueueMachine(RuleBasedStateMachine):
             if j.status == "running" and j.worker_id == worker
         )
         culprit = running[pick % len(running)] if pick and running else None
-        got = self.q.release_worker(worker, culprit=culprit)
-        assert got == self.model.release_worker(worker, culprit)
+        got = self.q.requeue_crashed(worker, culprit=culprit)
+        assert got == self.model.requeue_crashed(worker, culprit)
 
     # --- retention and operators ------------------------------------------------
 

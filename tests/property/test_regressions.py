@@ -57,7 +57,7 @@ def test_a_stale_claim_beside_the_current_one_is_reported_lost(queue: Queue) -> 
     # claims in one call keeps the current one and reports the stale one.
     queue.enqueue("t")
     (stale,) = queue.claim("w", lease=1)
-    queue.release_worker("w")  # the job is taken back (as the reaper would)
+    queue.requeue_crashed("w")  # the job is taken back (as the reaper would)
     (current,) = queue.claim("w")
     assert current.id == stale.id and current.claim_token != stale.claim_token
     assert queue.renew_many([stale, current]) == [stale]

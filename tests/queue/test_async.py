@@ -50,7 +50,7 @@ def test_async_round_trip(aqueue: AsyncQueue, url: str) -> None:
         with pytest.raises(JobNotFound):
             await q.dead.discard(bad)
         assert await q.reap_expired() == 0
-        assert await q.release_worker("nobody") == 0
+        assert await q.requeue_crashed("nobody") == 0
         assert await q.cleanup(3600) == 0
 
     run_with(aqueue, body)

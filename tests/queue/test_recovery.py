@@ -1,5 +1,5 @@
 """Taking jobs back: reap_expired (and its race with a renewal), lease
-fencing between two workers, and release_worker."""
+fencing between two workers, and requeue_crashed."""
 
 from __future__ import annotations
 
@@ -158,14 +158,14 @@ def test_reap_expired_by_type_counts_what_it_took_back(
     assert_invariants(url)
 
 
-def test_release_worker_requeues_what_it_held(cqueue: Queue, clock: Clock, url: str) -> None:
+def test_requeue_crashed_requeues_what_it_held(cqueue: Queue, clock: Clock, url: str) -> None:
     a = cqueue.enqueue("t", priority=3)
     b = cqueue.enqueue("t", priority=2, max_attempts=1)
     c = cqueue.enqueue("t", priority=1)
     cqueue.claim("dead-worker", limit=2)
     cqueue.claim("live-worker")
     clock.advance(1)
-    assert cqueue.release_worker("dead-worker") == 2
+    assert cqueue.requeue_crashed("dead-worker") == 2
     requeued = cqueue.get(a)
     assert requeued.status is JobStatus.RETRYABLE
     assert requeued.attempts == 1  # counted: the job may be what killed it
@@ -173,14 +173,16 @@ def test_release_worker_requeues_what_it_held(cqueue: Queue, clock: Clock, url: 
     assert requeued.last_error is not None and "dead-worker" in requeued.last_error
     assert cqueue.get(b).status is JobStatus.DEAD
     assert cqueue.get(c).status is JobStatus.RUNNING
-    assert cqueue.release_worker("dead-worker") == 0
-    assert cqueue.release_worker("never-existed") == 0
+    assert cqueue.requeue_crashed("dead-worker") == 0
+    assert cqueue.requeue_crashed("never-existed") == 0
     (again,) = cqueue.claim("new-worker")
     assert again.id == a and again.attempts == 2
     assert_invariants(url)
 
 
-def test_release_worker_charges_only_a_known_culprit(cqueue: Queue, clock: Clock, url: str) -> None:
+def test_requeue_crashed_charges_only_a_known_culprit(
+    cqueue: Queue, clock: Clock, url: str
+) -> None:
     first = cqueue.enqueue("t", priority=3)
     overrun = cqueue.enqueue("t", priority=2)
     spent = cqueue.enqueue("t", priority=1, max_attempts=1)
@@ -189,7 +191,7 @@ def test_release_worker_charges_only_a_known_culprit(cqueue: Queue, clock: Clock
     (other,) = cqueue.claim("live-worker")
     clock.advance(1)
     error = f"hard time limit of 5s exceeded by job {overrun}"
-    assert cqueue.release_worker("killed-worker", error=error, culprit=overrun) == 3
+    assert cqueue.requeue_crashed("killed-worker", error=error, culprit=overrun) == 3
     charged = cqueue.get(overrun)
     assert charged.status is JobStatus.RETRYABLE and charged.attempts == 1
     assert charged.last_error == error and close_to(charged.run_at, clock())
@@ -201,28 +203,28 @@ def test_release_worker_charges_only_a_known_culprit(cqueue: Queue, clock: Clock
     # A culprit with its attempts spent is dead.
     (again,) = cqueue.claim("w2", job_types=["t"], limit=1)
     assert again.id == first
-    cqueue.release_worker("w2", error="boom", culprit=str(first))
+    cqueue.requeue_crashed("w2", error="boom", culprit=str(first))
     assert cqueue.get(first).status is JobStatus.RETRYABLE
     (last,) = [j for j in cqueue.claim("w3", limit=5) if j.id == spent]
-    cqueue.release_worker("w3", error="hard limit", culprit=last.id)
+    cqueue.requeue_crashed("w3", error="hard limit", culprit=last.id)
     dead = cqueue.get(spent)
     assert dead.status is JobStatus.DEAD and dead.last_error == "hard limit"
     assert_invariants(url)
 
 
-def test_release_worker_refuses_a_culprit_that_is_not_a_job_id(queue: Queue, url: str) -> None:
+def test_requeue_crashed_refuses_a_culprit_that_is_not_a_job_id(queue: Queue, url: str) -> None:
     queue.enqueue("t")
     queue.claim("w")
     before = table_snapshot(url)
     with pytest.raises(InvalidArgument, match="'nope'"):
-        queue.release_worker("w", culprit="nope")
+        queue.requeue_crashed("w", culprit="nope")
     assert table_snapshot(url) == before
 
 
-def test_release_worker_with_an_error_text(queue: Queue) -> None:
+def test_requeue_crashed_with_an_error_text(queue: Queue) -> None:
     queue.enqueue("t")
     queue.claim("w")
-    assert queue.release_worker("w", error="killed by signal 9 (probably OOM)") == 1
+    assert queue.requeue_crashed("w", error="killed by signal 9 (probably OOM)") == 1
     (job,) = queue.claim("w2")
     assert job.last_error == "killed by signal 9 (probably OOM)"
 
@@ -232,7 +234,7 @@ def test_a_job_that_keeps_killing_workers_ends_dead(queue: Queue, url: str) -> N
     for n in range(3):
         (job,) = queue.claim(f"w{n}")
         assert job.id == jid
-        queue.release_worker(f"w{n}")
+        queue.requeue_crashed(f"w{n}")
     assert queue.get(jid).status is JobStatus.DEAD
     assert queue.claim("w") == []
     assert_invariants(url)
@@ -302,7 +304,7 @@ def test_reaper_honours_the_retry_policy_of_the_job_type(
     assert_invariants(url)
 
 
-def test_release_worker_finds_a_workers_jobs_through_the_lease_index(
+def test_requeue_crashed_finds_a_workers_jobs_through_the_lease_index(
     queue: Queue, url: str
 ) -> None:
     """Migration 3 dropped the worker-id index (one index less to write on every
@@ -320,7 +322,7 @@ def test_release_worker_finds_a_workers_jobs_through_the_lease_index(
                 "SELECT indexname FROM pg_indexes WHERE tablename = 'jobvisor_jobs'")]  # fmt: skip
             plan = "\n".join(
                 r[0] for r in conn.execute(
-                    "EXPLAIN " + sql_postgres.JOB_RELEASE_WORKER,
+                    "EXPLAIN " + sql_postgres.JOB_REQUEUE_CRASHED,
                     {"worker_id": "dead-worker", "error": "x", "culprit": None, "now": None},
                 )
             )  # fmt: skip
@@ -332,10 +334,10 @@ def test_release_worker_finds_a_workers_jobs_through_the_lease_index(
                 " AND tbl_name = 'jobvisor_jobs'")]  # fmt: skip
             plan = "\n".join(
                 str(r[-1]) for r in conn.execute(
-                    "EXPLAIN QUERY PLAN " + sql_sqlite.JOB_RELEASE_WORKER,
+                    "EXPLAIN QUERY PLAN " + sql_sqlite.JOB_REQUEUE_CRASHED,
                     {"worker_id": "dead-worker", "error": "x", "culprit": None, "now": None},
                 )
             )  # fmt: skip
     assert "jobvisor_jobs_worker_idx" not in indexes
     assert "jobvisor_jobs_lease_idx" in plan, plan
-    assert queue.release_worker("dead-worker") == 5
+    assert queue.requeue_crashed("dead-worker") == 5

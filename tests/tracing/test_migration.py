@@ -127,7 +127,7 @@ def test_a_version_1_database_with_jobs_upgrades_with_its_jobs_intact(url: str) 
         assert queue.get(PENDING).status == JobStatus.COMPLETED
         queue.dead.requeue(DEAD)
         assert queue.get(DEAD).status == JobStatus.PENDING
-        assert queue.release_worker("w-old") == 1  # the running job of the old worker
+        assert queue.requeue_crashed("w-old") == 1  # the running job of the old worker
         assert queue.get(RUNNING).status == JobStatus.RETRYABLE
         # The dedupe key of the old pending job is free again now it completed.
         fresh = queue.enqueue("send_email", dedupe_key="k-1")

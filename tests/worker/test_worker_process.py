@@ -261,5 +261,19 @@ def test_boot_failures_exit_with_their_codes(sqlite_url: str) -> None:
     assert bad_app.returncode == 3
     assert "cannot import 'tests.worker.no_such_module'" in bad_app.stderr
     not_migrated = run()
-    assert not_migrated.returncode == 3
+    assert not_migrated.returncode == 78
     assert "worker.boot_failed" in not_migrated.stderr
+    assert "run `jobvisor migrate`" in not_migrated.stderr
+    unreachable = run(database_url=f"sqlite:///{sqlite_url.removeprefix('sqlite:///')}.d/x/j.db")
+    assert unreachable.returncode == 69
+    assert "cannot reach the database" in unreachable.stderr
+
+
+def test_a_database_that_refuses_the_worker_exits_78(pg_url: str) -> None:
+    missing = pg_url.rsplit("/", 1)[0] + "/jv_no_such_database"
+    refused = subprocess.run(
+        [sys.executable, "-m", "jobvisor.worker"], env=worker_env(missing),
+        cwd=ROOT, capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert refused.returncode == 78
+    assert 'database \\"jv_no_such_database\\" does not exist' in refused.stderr

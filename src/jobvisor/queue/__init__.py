@@ -4,6 +4,7 @@ from .api import AsyncQueue, Queue, connect, connect_async
 from .correlation import correlation_scope, current_correlation_id
 from .errors import (
     DatabaseError,
+    DatabaseRefused,
     DatabaseUnavailable,
     InvalidArgument,
     JobNotFound,
@@ -12,12 +13,14 @@ from .errors import (
     MissingCorrelationId,
     SchemaMissing,
 )
-from .model import Job, JobStatus, NewJob, RetryPolicy, Summary, TypeRequeue
+from .model import Job, JobStatus, NewJob, Readiness, RetryPolicy, Summary, TypeRequeue
+from .notices import Notice, NoticeKind
 from .redact import redact_url
 
 __all__ = [
     "AsyncQueue",
     "DatabaseError",
+    "DatabaseRefused",
     "DatabaseUnavailable",
     "InvalidArgument",
     "Job",
@@ -27,7 +30,10 @@ __all__ = [
     "LeaseLost",
     "MissingCorrelationId",
     "NewJob",
+    "Notice",
+    "NoticeKind",
     "Queue",
+    "Readiness",
     "RetryPolicy",
     "SchemaMissing",
     "Summary",

@@ -6,12 +6,13 @@ drift apart."""
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import urllib.parse
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import AsyncGenerator, Awaitable, Callable, Iterable, Mapping
 from typing import Any, Concatenate, ParamSpec, TypeVar
 
-from . import ops, validate
+from . import notices, ops, validate
 from .engine import (
     POSTGRES,
     SQLITE,
@@ -22,9 +23,11 @@ from .engine import (
     PostgresRunner,
     SqliteRunner,
     SyncRunner,
+    check_conninfo,
 )
 from .errors import InvalidArgument
 from .model import DEFAULT_RETRY, RetryPolicy
+from .notices import Notice
 from .redact import redact_text, redact_url, remember_secrets
 
 P = ParamSpec("P")
@@ -106,6 +109,7 @@ class Queue(_SyncBound):
     def engine(self) -> str:
         return self._ctx.dialect.name
 
+    check = _sync(ops.check)
     migrate = _sync(ops.migrate)
     schema_version = _sync(ops.schema_version)
     enqueue = _sync(ops.enqueue)
@@ -122,13 +126,24 @@ class Queue(_SyncBound):
     cancel_held = _sync(ops.cancel_held)
     reap_expired = _sync(ops.reap_expired)
     reap_expired_by_type = _sync(ops.reap_expired_by_type)
-    release_worker = _sync(ops.release_worker)
+    requeue_crashed = _sync(ops.requeue_crashed)
+    release_worker = requeue_crashed  # the former name of requeue_crashed, deprecated
     cleanup = _sync(ops.cleanup)
     summary = _sync(ops.summary)
     get = _sync(ops.get)
     cancel = _sync(ops.cancel)
     leader_attempt_elect = _sync(ops.leader_attempt_elect)
     leader_resign = _sync(ops.leader_resign)
+
+    def transaction(self) -> contextlib.AbstractContextManager[Any]:
+        """A transaction on a connection of the queue's engine, for work that
+        must commit together: pass the connection as `conn=` to the operations
+        that take one. It commits when the block ends and rolls back when it
+        raises; driver errors come out as `JobvisorError`s.
+
+        On SQLite the connection is a new one, holding the write lock for the
+        whole block: other writers (this queue's other calls too) wait for it."""
+        return self._runner.transaction()
 
     def close(self) -> None:
         self._runner.close()
@@ -158,6 +173,7 @@ class AsyncQueue(_AsyncBound):
     def engine(self) -> str:
         return self._ctx.dialect.name
 
+    check = _async(ops.check)
     migrate = _async(ops.migrate)
     schema_version = _async(ops.schema_version)
     enqueue = _async(ops.enqueue)
@@ -174,13 +190,36 @@ class AsyncQueue(_AsyncBound):
     cancel_held = _async(ops.cancel_held)
     reap_expired = _async(ops.reap_expired)
     reap_expired_by_type = _async(ops.reap_expired_by_type)
-    release_worker = _async(ops.release_worker)
+    requeue_crashed = _async(ops.requeue_crashed)
+    release_worker = requeue_crashed  # the former name of requeue_crashed, deprecated
     cleanup = _async(ops.cleanup)
     summary = _async(ops.summary)
     get = _async(ops.get)
     cancel = _async(ops.cancel)
     leader_attempt_elect = _async(ops.leader_attempt_elect)
     leader_resign = _async(ops.leader_resign)
+
+    def transaction(self) -> contextlib.AbstractAsyncContextManager[Any]:
+        """`Queue.transaction` for asyncio code: `async with queue.transaction() as conn`."""
+        return self._runner.transaction()
+
+    def notifications(self, queues: Iterable[str] | None = None) -> AsyncGenerator[Notice, None]:
+        """Wake-ups as they happen: an async iterator of `Notice`s, for the
+        jobs of `queues` (every queue when None).
+
+        A notice of kind `job` says a job became due on `notice.queue` (None:
+        on some queue, look at all of yours); `missed` says notices may have
+        been lost (the connection broke and came back), so look again. A
+        notice is a hint, never a promise: poll now and then as well.
+
+        PostgreSQL: LISTEN on a connection of its own, reconnecting with
+        backoff. SQLite: a poll of the file's change counter, quick after a
+        change and slower while nothing happens. Stop by leaving the loop (or
+        `aclose()`); the connection closes with it."""
+        names = ops.queue_names("queues", queues)
+        if self._ctx.dialect.notifies:
+            return notices.listen_postgres(self._runner.target, names)
+        return notices.poll_sqlite(self._runner.target, names)
 
     async def close(self) -> None:
         await self._runner.close()
@@ -196,12 +235,16 @@ class AsyncQueue(_AsyncBound):
 
 
 def parse_url(url: str) -> tuple[str, str]:
-    """("postgres", conninfo) or ("sqlite", path) for a database URL."""
+    """("postgres", conninfo) or ("sqlite", path) for a database URL.
+
+    A PostgreSQL URL libpq cannot parse (an unknown option, a bad port) is
+    refused here, before any connection is tried."""
     if not isinstance(url, str) or not url:
         raise InvalidArgument(f"url={url!r}: expected postgresql://… or sqlite:///path")
     scheme = url.split(":", 1)[0].lower() if ":" in url else ""
     if scheme in ("postgresql", "postgres"):
         remember_secrets(url)
+        check_conninfo(url)
         return "postgres", url
     if scheme == "sqlite":
         if not url.startswith("sqlite:///") or len(url) == len("sqlite:///"):
@@ -251,6 +294,7 @@ def connect(
     lease: float = ops.DEFAULT_LEASE,
     busy_timeout: float = 10.0,
     max_payload_bytes: int | None = None,
+    synchronous_commit: bool = True,
 ) -> Queue:
     """Open a queue on `postgresql://…` or `sqlite:///path.db`.
 
@@ -258,14 +302,24 @@ def connect(
     job types to their backoff; `lease` is the default claim lease in seconds.
     `max_payload_bytes` caps a payload's JSON (default: `JOBVISOR_MAX_PAYLOAD_BYTES`,
     else 1 MiB). A value out of its bounds (see `jobvisor.queue.validate`)
-    raises `InvalidArgument`. Call `migrate()` once before first use."""
+    raises `InvalidArgument`.
+    `synchronous_commit=False` (PostgreSQL; the worker's own queue) lets this
+    queue's commits return before their WAL flush: a server crash may then
+    forget its last few hundred milliseconds of claims and completions, which
+    at-least-once delivery turns into a job run again, never a lost one.
+    Call `migrate()` once before first use; `check()` says whether it is needed.
+
+    A URL libpq cannot parse raises `InvalidArgument` here; a server that
+    refuses the connection raises `DatabaseRefused` on the first call."""
     engine, target = parse_url(url)
     ctx = _ctx(engine, clock=clock, require_correlation_id=require_correlation_id,
                retry=retry, default_retry=default_retry, lease=lease, pool_size=pool_size,
                busy_timeout=busy_timeout, max_payload_bytes=max_payload_bytes)  # fmt: skip
     runner: SyncRunner
     if engine == "postgres":
-        runner = PostgresRunner(target, min_size=1, max_size=pool_size)
+        runner = PostgresRunner(
+            target, min_size=1, max_size=pool_size, synchronous_commit=synchronous_commit
+        )
     else:
         runner = SqliteRunner(target, busy_timeout=busy_timeout)
     return Queue(runner, ctx, url)
@@ -282,6 +336,7 @@ def connect_async(
     lease: float = ops.DEFAULT_LEASE,
     busy_timeout: float = 10.0,
     max_payload_bytes: int | None = None,
+    synchronous_commit: bool = True,
 ) -> AsyncQueue:
     """`connect` for asyncio code; see `connect` for the options."""
     engine, target = parse_url(url)
@@ -290,7 +345,9 @@ def connect_async(
                busy_timeout=busy_timeout, max_payload_bytes=max_payload_bytes)  # fmt: skip
     runner: AsyncRunner
     if engine == "postgres":
-        runner = AsyncPostgresRunner(target, min_size=1, max_size=pool_size)
+        runner = AsyncPostgresRunner(
+            target, min_size=1, max_size=pool_size, synchronous_commit=synchronous_commit
+        )
     else:
         runner = AsyncSqliteRunner(target, busy_timeout=busy_timeout)
     return AsyncQueue(runner, ctx, url)

@@ -16,23 +16,34 @@ import contextlib
 import dataclasses
 import datetime as dt
 import json
+import logging
 import os
 import random
 import sqlite3
 import threading
 import time
 import uuid
-from collections.abc import Callable, Generator, Iterable, Sequence
-from typing import Any, Generic, Literal, Protocol, TypeVar
+from collections.abc import AsyncIterator, Callable, Generator, Iterable, Iterator, Sequence
+from typing import Any, Final, Generic, Literal, LiteralString, Protocol, TypeAlias, TypeVar
 
-from psycopg_pool import AsyncConnectionPool, ConnectionPool
+import psycopg
+from psycopg_pool import AsyncConnectionPool, ConnectionPool, PoolTimeout
 
 from . import sql_postgres, sql_sqlite
+from .errors import (
+    DatabaseError,
+    DatabaseRefused,
+    DatabaseUnavailable,
+    InvalidArgument,
+    JobvisorError,
+    SchemaMissing,
+)
 from .model import UTC, Job, JobStatus, NewJob
 
 T = TypeVar("T")
 
-Fetch = Literal["rowcount", "all", "one", "script", "copy", "commit"]
+Fetch = Literal["rowcount", "all", "one", "copy", "commit"]
+Query: TypeAlias = LiteralString | bytes
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -40,21 +51,35 @@ class Stmt:
     """One step of an operation: a statement and what to hand back from it.
 
     `rowcount` returns the affected row count, `all` the rows, `one` the first
-    row or None, `script` runs several statements without parameters, `copy`
-    bulk-inserts `rows`, and `commit` makes what came before durable: it ends
-    the transaction and starts another (in a plan without a transaction of its
-    own, where each statement commits by itself, it has nothing left to do).
+    row or None, `copy` bulk-inserts `rows`, and `commit` makes what came
+    before durable: it ends the transaction and starts another (in a plan
+    without a transaction of its own, where each statement commits by itself,
+    it has nothing left to do).
+
+    `sql` is a `LiteralString`: a statement of the engine's SQL module, never
+    one built at run time (values go in `params`; tests/queue/test_engine.py
+    checks every statement handed to a `Stmt` is such a constant).
     """
 
-    sql: str = ""
+    sql: LiteralString = ""
     params: dict[str, Any] | None = None
     fetch: Fetch = "rowcount"
     rows: Sequence[Sequence[Any]] = ()
 
 
+@dataclasses.dataclass(frozen=True, slots=True)
+class Script:
+    """A migration file's statements, run as they are (no parameters, no
+    result). The one path for SQL that is not a literal: the files are the
+    package's own data (see `ops.migration_files`)."""
+
+    text: str
+
+
 COMMIT = Stmt(fetch="commit")
 
-Steps = Generator[Stmt, Any, T]
+Step: TypeAlias = Stmt | Script
+Steps = Generator[Step, Any, T]
 
 
 @dataclasses.dataclass(slots=True)
@@ -79,46 +104,88 @@ class Plan(Generic[T]):
 class SqlSet(Protocol):
     """The statements each engine module defines, under the same names."""
 
-    MIGRATION_LOCK: str
-    MIGRATIONS_TABLE_CREATE: str
-    MIGRATIONS_APPLIED: str
-    MIGRATION_RECORD: str
-    CLOCK_NOW: str
-    JOB_COLUMNS_COPY: str
-    JOB_INSERT: str
-    JOB_GET_LIVE_BY_DEDUPE_KEY: str
-    JOB_NOTIFY: str
-    JOB_CLAIM: str
-    JOB_RENEW_MANY: str
-    JOB_COMPLETE_MANY: str
-    JOB_FAIL: str
-    JOB_SNOOZE: str
-    JOB_RELEASE_MANY: str
-    JOB_CANCEL_HELD: str
-    JOB_REAP_EXPIRED: str
-    JOB_RELEASE_WORKER: str
-    JOB_DELETE_FINISHED: str
-    JOB_COUNT_BY_QUEUE_STATUS: str
-    JOB_OLDEST_DUE_AGE: str
-    JOB_GET: str
-    JOB_LIST_BY_STATUS: str
-    JOB_COUNT_BY_STATUS: str
-    JOB_REQUEUE_DEAD: str
-    JOB_REQUEUE_DEAD_OF_TYPE: str
-    JOB_DEAD_WITH_DEDUPE_KEY_OF_TYPE: str
-    JOB_DELETE_DEAD: str
-    JOB_DELETE_DEAD_OF_TYPE: str
-    JOB_CANCEL: str
-    JOB_STATUS: str
-    LEADER_ATTEMPT_ELECT: str
-    LEADER_RESIGN: str
+    MIGRATION_LOCK: LiteralString
+    MIGRATIONS_TABLE_CREATE: LiteralString
+    MIGRATIONS_APPLIED: LiteralString
+    MIGRATION_RECORD: LiteralString
+    MIGRATIONS_TABLE_EXISTS: LiteralString
+    CLOCK_NOW: LiteralString
+    JOB_COLUMNS_COPY: LiteralString
+    JOB_INSERT: LiteralString
+    JOB_GET_LIVE_BY_DEDUPE_KEY: LiteralString
+    JOB_NOTIFY: LiteralString
+    JOB_CLAIM: LiteralString
+    JOB_RENEW_MANY: LiteralString
+    JOB_COMPLETE_MANY: LiteralString
+    JOB_FAIL: LiteralString
+    JOB_SNOOZE: LiteralString
+    JOB_RELEASE_MANY: LiteralString
+    JOB_CANCEL_HELD: LiteralString
+    JOB_REAP_EXPIRED: LiteralString
+    JOB_REQUEUE_CRASHED: LiteralString
+    JOB_DELETE_FINISHED: LiteralString
+    JOB_COUNT_BY_QUEUE_STATUS: LiteralString
+    JOB_OLDEST_DUE_AGE: LiteralString
+    JOB_GET: LiteralString
+    JOB_LIST_BY_STATUS: LiteralString
+    JOB_COUNT_BY_STATUS: LiteralString
+    JOB_REQUEUE_DEAD: LiteralString
+    JOB_REQUEUE_DEAD_OF_TYPE: LiteralString
+    JOB_DEAD_WITH_DEDUPE_KEY_OF_TYPE: LiteralString
+    JOB_DELETE_DEAD: LiteralString
+    JOB_DELETE_DEAD_OF_TYPE: LiteralString
+    JOB_CANCEL: LiteralString
+    JOB_STATUS: LiteralString
+    LEADER_ATTEMPT_ELECT: LiteralString
+    LEADER_RESIGN: LiteralString
 
 
 _STATUS = {status.value: status for status in JobStatus}
 
 
-class Dialect:
-    """Value conversions for PostgreSQL, which takes Python values as they are."""
+class Dialect(Protocol):
+    """How one engine takes and gives back values: its statements (`sql`),
+    whether it has notifications, and the conversions between Python values
+    and its column types. `PostgresDialect` and `SqliteDialect` implement it."""
+
+    name: str
+    sql: SqlSet
+    notifies: bool
+
+    def id(self, value: uuid.UUID) -> Any: ...
+
+    def time(self, value: dt.datetime | None) -> Any: ...
+
+    def names(self, values: Sequence[str] | None) -> Any: ...
+
+    def held(self, jobs: Sequence[Job]) -> dict[str, Any]:
+        """The ids and claim tokens of held jobs, as the guarded statements take them."""
+        ...
+
+    def token(self, job: Job) -> Any: ...
+
+    def policies(self, rows: Sequence[tuple[str | None, float, float, float]]) -> dict[str, Any]:
+        """(job_type or None for the default, base, cap, jitter) rows for the reaper."""
+        ...
+
+    def id_out(self, value: Any) -> uuid.UUID: ...
+
+    def meta(self, value: dict[str, Any] | None) -> str | None: ...
+
+    def copy_row(self, job: NewJob, run_at: Any, now: Any) -> tuple[Any, ...]: ...
+
+    def add_seconds(self, when: Any, seconds: float) -> Any: ...
+
+    def job(self, row: Sequence[Any]) -> Job: ...
+
+
+def _meta_json(value: dict[str, Any] | None) -> str | None:
+    """A job's `meta` as JSON text (both engines take text for it), or None."""
+    return None if value is None else json.dumps(value, separators=(",", ":"))
+
+
+class PostgresDialect:
+    """PostgreSQL takes Python values as they are; lists are arrays."""
 
     name = "postgres"
     sql: SqlSet = sql_postgres
@@ -140,7 +207,6 @@ class Dialect:
         return job.claim_token
 
     def policies(self, rows: Sequence[tuple[str | None, float, float, float]]) -> dict[str, Any]:
-        """(job_type or None for the default, base, cap, jitter) rows for the reaper."""
         return {
             "policy_types": [r[0] for r in rows],
             "policy_bases": [r[1] for r in rows],
@@ -151,17 +217,13 @@ class Dialect:
     def id_out(self, value: Any) -> uuid.UUID:
         return value  # type: ignore[no-any-return]
 
-    def time_out(self, value: Any) -> dt.datetime:
-        return value  # type: ignore[no-any-return]
-
     def meta(self, value: dict[str, Any] | None) -> str | None:
-        """A job's `meta` as JSON text (both engines take text for it), or None."""
-        return None if value is None else json.dumps(value, separators=(",", ":"))
+        return _meta_json(value)
 
     def copy_row(self, job: NewJob, run_at: Any, now: Any) -> tuple[Any, ...]:
         return (
             job.id, job.queue, job.job_type, job.payload_json, job.priority, run_at,
-            job.max_attempts, job.dedupe_key, job.correlation_id, now, self.meta(job.meta),
+            job.max_attempts, job.dedupe_key, job.correlation_id, now, _meta_json(job.meta),
         )  # fmt: skip
 
     def add_seconds(self, when: Any, seconds: float) -> Any:
@@ -186,7 +248,7 @@ def _from_epoch(value: float | None) -> dt.datetime | None:
     return None if value is None else dt.datetime.fromtimestamp(value, UTC)
 
 
-class SqliteDialect(Dialect):
+class SqliteDialect:
     """SQLite stores ids as text, claim tokens as 32 hex digits, times as Unix
     epoch seconds, payloads and meta as JSON text, and receives lists as JSON."""
 
@@ -216,8 +278,8 @@ class SqliteDialect(Dialect):
     def id_out(self, value: Any) -> uuid.UUID:
         return uuid.UUID(value)
 
-    def time_out(self, value: Any) -> dt.datetime:
-        return dt.datetime.fromtimestamp(value, UTC)
+    def meta(self, value: dict[str, Any] | None) -> str | None:
+        return _meta_json(value)
 
     def add_seconds(self, when: Any, seconds: float) -> Any:
         return when + seconds
@@ -225,7 +287,7 @@ class SqliteDialect(Dialect):
     def copy_row(self, job: NewJob, run_at: Any, now: Any) -> tuple[Any, ...]:
         return (
             str(job.id), job.queue, job.job_type, job.payload_json, job.priority, run_at,
-            job.max_attempts, job.dedupe_key, job.correlation_id, now, self.meta(job.meta),
+            job.max_attempts, job.dedupe_key, job.correlation_id, now, _meta_json(job.meta),
         )  # fmt: skip
 
     def job(self, row: Sequence[Any]) -> Job:
@@ -239,11 +301,11 @@ class SqliteDialect(Dialect):
         )  # fmt: skip
 
 
-POSTGRES = Dialect()
-SQLITE = SqliteDialect()
+POSTGRES: Dialect = PostgresDialect()
+SQLITE: Dialect = SqliteDialect()
 
 
-def drive(steps: Steps[T], execute: Callable[[Stmt], Any]) -> T:
+def drive(steps: Steps[T], execute: Callable[[Step], Any]) -> T:
     """Run an operation's steps to the end through `execute`."""
     result: Any = None
     try:
@@ -258,42 +320,234 @@ class SyncRunner(Protocol):
 
     def run(self, plan: Plan[T]) -> T: ...
 
+    def transaction(self) -> contextlib.AbstractContextManager[Any]: ...
+
     def close(self) -> None: ...
 
 
 class AsyncRunner(Protocol):
     dialect: Dialect
+    target: str
 
     async def run(self, plan: Plan[T]) -> T: ...
+
+    def transaction(self) -> contextlib.AbstractAsyncContextManager[Any]: ...
 
     async def close(self) -> None: ...
 
 
+# --- driver errors ------------------------------------------------------------
+
+
+def _one_line(exc: BaseException) -> str:
+    return " ".join(str(exc).split()) or "(no message)"
+
+
+def driver_text(exc: BaseException) -> str:
+    """The driver's class and text, as the wrapped error's message ends."""
+    return f"{type(exc).__module__}.{type(exc).__qualname__}: {_one_line(exc)}"
+
+
+# What the server says, at connection time, when a retry cannot pass: a wrong
+# password or an unknown role or database. libpq gives these no SQLSTATE
+# before the session exists, only the server's FATAL message.
+_REFUSALS = (
+    "authentication failed",  # password, peer, ident, scram…
+    "no password supplied",
+    "no pg_hba.conf entry",
+    "does not exist",  # the role or the database
+)
+
+
+def refused_by_server(exc: BaseException) -> bool:
+    """Whether a failed connection attempt will fail the same way again."""
+    text = str(exc).lower()
+    return isinstance(exc, psycopg.ProgrammingError) or any(r in text for r in _REFUSALS)
+
+
+def wrap_postgres(exc: psycopg.Error) -> JobvisorError:
+    """The jobvisor error for a psycopg (or psycopg_pool) exception."""
+    if isinstance(exc, psycopg.errors.UndefinedTable | psycopg.errors.UndefinedColumn):
+        return SchemaMissing(
+            f"the database has no jobvisor schema or an older one; run `jobvisor migrate` "
+            f"({driver_text(exc)})"
+        )
+    if isinstance(exc, psycopg.OperationalError | psycopg.InterfaceError):
+        return DatabaseUnavailable(f"database unavailable ({driver_text(exc)})")
+    return DatabaseError(f"database error ({driver_text(exc)})")
+
+
+def wrap_sqlite(exc: sqlite3.Error) -> JobvisorError:
+    """The jobvisor error for a sqlite3 exception."""
+    text = str(exc)
+    if text.startswith(("no such table: jobvisor_", "no such column")):
+        return SchemaMissing(
+            f"the database has no jobvisor schema or an older one; run `jobvisor migrate` "
+            f"({driver_text(exc)})"
+        )
+    if isinstance(exc, sqlite3.OperationalError):
+        return DatabaseUnavailable(f"database unavailable ({driver_text(exc)})")
+    return DatabaseError(f"database error ({driver_text(exc)})")
+
+
+class _Connecting:
+    """What the pool's connection attempts have said, until one succeeded.
+
+    Until the first connection, a caller does not wait the pool's timeout
+    for a database that is not there: the first attempt's error is raised at
+    once (`DatabaseRefused` when the server refused us, which no retry
+    fixes; `DatabaseUnavailable` otherwise). Once connected, calls wait for
+    the pool as usual, riding out a restart of the server."""
+
+    def __init__(self) -> None:
+        self.connected = False
+        self.error: BaseException | None = None
+        self.attempted = threading.Event()
+
+    def succeeded(self) -> None:
+        self.connected, self.error = True, None
+        self.attempted.set()
+
+    def failed(self, exc: BaseException) -> None:
+        self.error = exc
+        self.attempted.set()
+
+    def raise_if_failed(self) -> None:
+        """Raise the wrapped error of a failed attempt when none ever succeeded."""
+        exc = self.error
+        if self.connected or exc is None:
+            return
+        if refused_by_server(exc):
+            raise DatabaseRefused(
+                f"the server refused the connection ({driver_text(exc)})"
+            ) from exc
+        raise DatabaseUnavailable(f"could not connect ({driver_text(exc)})") from exc
+
+    def unavailable(self, exc: PoolTimeout) -> JobvisorError:
+        """The error for a pool timeout: the last failed attempt says why."""
+        last = self.error
+        if last is None:
+            return wrap_postgres(exc)
+        return DatabaseUnavailable(f"no connection within the pool's timeout ({driver_text(last)})")
+
+
+def _recording(base: type[Any], connecting: _Connecting) -> Any:
+    """`base` (a psycopg connection class) whose `connect` reports to `connecting`."""
+    connect_base = base.connect
+
+    if issubclass(base, psycopg.AsyncConnection):
+
+        async def connect_async(cls: Any, *args: Any, **kwargs: Any) -> Any:
+            try:
+                conn = await connect_base.__func__(cls, *args, **kwargs)
+            except Exception as exc:
+                connecting.failed(exc)
+                raise
+            connecting.succeeded()
+            return conn
+
+        return type(base.__name__, (base,), {"connect": classmethod(connect_async)})
+
+    def connect(cls: Any, *args: Any, **kwargs: Any) -> Any:
+        try:
+            conn = connect_base.__func__(cls, *args, **kwargs)
+        except Exception as exc:
+            connecting.failed(exc)
+            raise
+        connecting.succeeded()
+        return conn
+
+    return type(base.__name__, (base,), {"connect": classmethod(connect)})
+
+
+def check_conninfo(url: str) -> None:
+    """Refuse a PostgreSQL URL libpq cannot parse (an unknown option, a bad
+    port) before any connection is tried."""
+    try:
+        psycopg.conninfo.conninfo_to_dict(url)
+    except psycopg.ProgrammingError as exc:
+        raise InvalidArgument(f"database URL: {_one_line(exc)}") from exc
+
+
 # --- PostgreSQL ---------------------------------------------------------------
 
+# The pool logs each failed connection attempt; the runners raise what it
+# says (`_Connecting`). Where the program configured no logging (the command
+# line), this keeps those attempts from reaching stderr through logging's
+# last-resort handler on top of the one error line; where it did (the worker,
+# the supervisor), they are logged as before.
+logging.getLogger("psycopg.pool").addHandler(logging.NullHandler())
 
-def _pg_execute(cur: Any, stmt: Stmt, *, begin: bool = False) -> Any:
-    """Run one step on `cur`; `begin`: the plan runs in a transaction of our
-    own on an autocommit connection, so a `commit` step opens the next one."""
-    fetch = stmt.fetch
-    if fetch == "script":
-        cur.execute(stmt.sql)
-        return None
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class _PgStep:
+    """What one step asks of a PostgreSQL cursor, for either face to carry out:
+    `commit` first, then `begin` again, then run `query` (as a COPY when
+    `copy`), then read back `fetch`."""
+
+    commit: bool = False
+    begin: bool = False
+    query: Query | None = None
+    params: dict[str, Any] | None = None
+    copy: Sequence[Sequence[Any]] | None = None
+    fetch: Fetch | None = None
+
+
+def _pg_step(step: Step, *, begin: bool) -> _PgStep:
+    """The one dispatch of a step on PostgreSQL. `begin`: the plan runs in a
+    transaction of our own on an autocommit connection, so a `commit` step
+    opens the next one."""
+    if isinstance(step, Script):
+        # Migration scripts are package data, not literals: passed as bytes,
+        # psycopg runs them as they are (several statements, no parameters).
+        return _PgStep(query=step.text.encode())
+    fetch = step.fetch
     if fetch == "commit":
-        cur.connection.commit()
-        if begin:
-            cur.execute("BEGIN")
-        return None
+        return _PgStep(commit=True, begin=begin)
     if fetch == "copy":
-        with cur.copy(stmt.sql) as copy:
-            for row in stmt.rows:
+        return _PgStep(query=step.sql, copy=step.rows)
+    return _PgStep(query=step.sql, params=step.params, fetch=fetch)
+
+
+def _pg_execute(cur: Any, step: Step, *, begin: bool = False) -> Any:
+    s = _pg_step(step, begin=begin)
+    if s.commit:
+        cur.connection.commit()
+    if s.begin:
+        cur.execute("BEGIN")
+    if s.query is None:
+        return None
+    if s.copy is not None:
+        with cur.copy(s.query) as copy:
+            for row in s.copy:
                 copy.write_row(row)
         return None
-    cur.execute(stmt.sql, stmt.params)
-    if fetch == "all":
+    cur.execute(s.query, s.params)
+    if s.fetch == "all":
         return cur.fetchall()
-    if fetch == "one":
+    if s.fetch == "one":
         return cur.fetchone()
+    return cur.rowcount
+
+
+async def _pg_execute_async(cur: Any, step: Step, *, begin: bool = False) -> Any:
+    s = _pg_step(step, begin=begin)
+    if s.commit:
+        await cur.connection.commit()
+    if s.begin:
+        await cur.execute("BEGIN")
+    if s.query is None:
+        return None
+    if s.copy is not None:
+        async with cur.copy(s.query) as copy:
+            for row in s.copy:
+                await copy.write_row(row)
+        return None
+    await cur.execute(s.query, s.params)
+    if s.fetch == "all":
+        return await cur.fetchall()
+    if s.fetch == "one":
+        return await cur.fetchone()
     return cur.rowcount
 
 
@@ -306,7 +560,11 @@ def _pg_execute(cur: Any, stmt: Stmt, *, begin: bool = False) -> Any:
 # and 1.1 is the usual random_page_cost for SSD storage. Both apply only to
 # jobvisor's own connections (bench/queue_throughput.py --cold-statistics:
 # 2,800 -> 10,700 jobs/s, and the prepared plans keep pickup latency low).
-PG_SESSION_SETUP = "SET random_page_cost = 1.1; SET enable_sort = off"
+PG_SESSION_SETUP: Final[LiteralString] = "SET random_page_cost = 1.1; SET enable_sort = off"
+
+# For a queue opened with `synchronous_commit=False` (the worker's own): its
+# commits do not wait for the WAL flush. See `connect`.
+PG_ASYNC_COMMIT: Final[LiteralString] = "SET synchronous_commit = off"
 
 # The pools' connections are in autocommit mode: a plan that wants a
 # transaction opens one with BEGIN (and the pool's context commits it, or rolls
@@ -314,14 +572,8 @@ PG_SESSION_SETUP = "SET random_page_cost = 1.1; SET enable_sort = off"
 PG_POOL_KWARGS: dict[str, Any] = {"autocommit": True}
 
 
-def _pg_configure(conn: Any) -> None:
-    conn.execute(PG_SESSION_SETUP)
-    conn.commit()
-
-
-async def _pg_configure_async(conn: Any) -> None:
-    await conn.execute(PG_SESSION_SETUP)
-    await conn.commit()
+def _pg_setup(synchronous_commit: bool) -> tuple[LiteralString, ...]:
+    return (PG_SESSION_SETUP,) if synchronous_commit else (PG_SESSION_SETUP, PG_ASYNC_COMMIT)
 
 
 class PostgresRunner:
@@ -329,27 +581,62 @@ class PostgresRunner:
 
     dialect: Dialect = POSTGRES
 
-    def __init__(self, url: str, *, min_size: int = 1, max_size: int = 4) -> None:
+    def __init__(
+        self, url: str, *, min_size: int = 1, max_size: int = 4, synchronous_commit: bool = True
+    ) -> None:
+        self.target = url
+        self.connecting = _Connecting()
+        setup = _pg_setup(synchronous_commit)
+
+        def configure(conn: psycopg.Connection[Any]) -> None:
+            for statement in setup:
+                conn.execute(statement)
+            conn.commit()
+
         self.pool = ConnectionPool(
             url,
             min_size=min_size,
             max_size=max_size,
             open=False,
             name="jobvisor",
-            configure=_pg_configure,
+            configure=configure,
             kwargs=PG_POOL_KWARGS,
+            connection_class=_recording(psycopg.Connection, self.connecting),
         )
         self.pool.open(wait=False)
 
+    def _first_connection(self) -> None:
+        if not self.connecting.connected:
+            self.connecting.attempted.wait(self.pool.timeout)
+            self.connecting.raise_if_failed()
+
     def run(self, plan: Plan[T]) -> T:
-        if plan.conn is not None:
-            with plan.conn.cursor() as cur:
-                return drive(plan.steps, lambda s: _pg_execute(cur, s))
-        begin = plan.transaction
-        with self.pool.connection() as conn, conn.cursor() as cur:
-            if begin:
-                cur.execute("BEGIN")
-            return drive(plan.steps, lambda s: _pg_execute(cur, s, begin=begin))
+        try:
+            if plan.conn is not None:
+                with plan.conn.cursor() as cur:
+                    return drive(plan.steps, lambda s: _pg_execute(cur, s))
+            self._first_connection()
+            begin = plan.transaction
+            with self.pool.connection() as conn, conn.cursor() as cur:
+                if begin:
+                    cur.execute("BEGIN")
+                return drive(plan.steps, lambda s: _pg_execute(cur, s, begin=begin))
+        except PoolTimeout as exc:
+            raise self.connecting.unavailable(exc) from exc
+        except psycopg.Error as exc:
+            raise wrap_postgres(exc) from exc
+
+    @contextlib.contextmanager
+    def transaction(self) -> Iterator[Any]:
+        try:
+            self._first_connection()
+            with self.pool.connection() as conn:
+                conn.execute("BEGIN")
+                yield conn  # the pool's context commits, or rolls back on an error
+        except PoolTimeout as exc:
+            raise self.connecting.unavailable(exc) from exc
+        except psycopg.Error as exc:
+            raise wrap_postgres(exc) from exc
 
     def close(self) -> None:
         self.pool.close()
@@ -362,15 +649,27 @@ class AsyncPostgresRunner:
 
     dialect: Dialect = POSTGRES
 
-    def __init__(self, url: str, *, min_size: int = 1, max_size: int = 4) -> None:
+    def __init__(
+        self, url: str, *, min_size: int = 1, max_size: int = 4, synchronous_commit: bool = True
+    ) -> None:
+        self.target = url
+        self.connecting = _Connecting()
+        setup = _pg_setup(synchronous_commit)
+
+        async def configure(conn: psycopg.AsyncConnection[Any]) -> None:
+            for statement in setup:
+                await conn.execute(statement)
+            await conn.commit()
+
         self.pool = AsyncConnectionPool(
             url,
             min_size=min_size,
             max_size=max_size,
             open=False,
             name="jobvisor",
-            configure=_pg_configure_async,
+            configure=configure,
             kwargs=PG_POOL_KWARGS,
+            connection_class=_recording(psycopg.AsyncConnection, self.connecting),
         )
         self._opened = False
 
@@ -379,44 +678,49 @@ class AsyncPostgresRunner:
             self._opened = True
             await self.pool.open(wait=False)
 
-    async def run(self, plan: Plan[T]) -> T:
-        if plan.conn is not None:
-            async with plan.conn.cursor() as cur:
-                return await self._drive(cur, plan.steps)
+    async def _first_connection(self) -> None:
         await self.open()
-        begin = plan.transaction
-        async with self.pool.connection() as conn, conn.cursor() as cur:
-            if begin:
-                await cur.execute("BEGIN")
-            return await self._drive(cur, plan.steps, begin=begin)
+        if not self.connecting.connected:
+            # The pool connects in a task of this loop; a thread waits for its outcome.
+            await asyncio.to_thread(self.connecting.attempted.wait, self.pool.timeout)
+            self.connecting.raise_if_failed()
+
+    async def run(self, plan: Plan[T]) -> T:
+        try:
+            if plan.conn is not None:
+                async with plan.conn.cursor() as cur:
+                    return await self._drive(cur, plan.steps)
+            await self._first_connection()
+            begin = plan.transaction
+            async with self.pool.connection() as conn, conn.cursor() as cur:
+                if begin:
+                    await cur.execute("BEGIN")
+                return await self._drive(cur, plan.steps, begin=begin)
+        except PoolTimeout as exc:
+            raise self.connecting.unavailable(exc) from exc
+        except psycopg.Error as exc:
+            raise wrap_postgres(exc) from exc
 
     @staticmethod
     async def _drive(cur: Any, steps: Steps[T], *, begin: bool = False) -> T:
         result: Any = None
         try:
             while True:
-                stmt = steps.send(result)
-                if stmt.fetch == "copy":
-                    async with cur.copy(stmt.sql) as copy:
-                        for row in stmt.rows:
-                            await copy.write_row(row)
-                    result = None
-                elif stmt.fetch == "commit":
-                    await cur.connection.commit()
-                    if begin:
-                        await cur.execute("BEGIN")
-                elif stmt.fetch == "script":
-                    await cur.execute(stmt.sql)
-                else:
-                    await cur.execute(stmt.sql, stmt.params)
-                    if stmt.fetch == "all":
-                        result = await cur.fetchall()
-                    elif stmt.fetch == "one":
-                        result = await cur.fetchone()
-                    else:
-                        result = cur.rowcount
+                result = await _pg_execute_async(cur, steps.send(result), begin=begin)
         except StopIteration as stop:
             return stop.value  # type: ignore[no-any-return]
+
+    @contextlib.asynccontextmanager
+    async def transaction(self) -> AsyncIterator[Any]:
+        try:
+            await self._first_connection()
+            async with self.pool.connection() as conn:
+                await conn.execute("BEGIN")
+                yield conn
+        except PoolTimeout as exc:
+            raise self.connecting.unavailable(exc) from exc
+        except psycopg.Error as exc:
+            raise wrap_postgres(exc) from exc
 
     async def close(self) -> None:
         await self.pool.close()
@@ -444,21 +748,21 @@ def _only_comments(text: str) -> bool:
     return all(not ln.strip() or ln.strip().startswith("--") for ln in text.splitlines())
 
 
-def _sqlite_execute(conn: sqlite3.Connection, stmt: Stmt, *, own: bool) -> Any:
-    fetch = stmt.fetch
-    if fetch == "script":
-        for statement in split_script(stmt.sql):
+def _sqlite_execute(conn: sqlite3.Connection, step: Step, *, own: bool) -> Any:
+    if isinstance(step, Script):
+        for statement in split_script(step.text):
             conn.execute(statement)
         return None
+    fetch = step.fetch
     if fetch == "commit":
         if own:
             conn.execute("COMMIT")
             conn.execute("BEGIN IMMEDIATE")
         return None
     if fetch == "copy":
-        conn.executemany(stmt.sql, stmt.rows)
+        conn.executemany(step.sql, step.rows)
         return None
-    cur = conn.execute(stmt.sql, stmt.params or {})
+    cur = conn.execute(step.sql, step.params or {})
     if fetch == "all":
         return cur.fetchall()
     if fetch == "one":
@@ -508,42 +812,69 @@ class SqliteRunner:
     dialect: Dialect = SQLITE
 
     def __init__(self, path: str, *, busy_timeout: float = 10.0) -> None:
-        self.path = path
+        self.path = self.target = path
         self.busy_timeout = busy_timeout
         self._lock = threading.Lock()
         self._conn: sqlite3.Connection | None = None
 
     def connect(self) -> sqlite3.Connection:
         """A new connection configured as jobvisor needs it (WAL, busy timeout)."""
-        _create_private(self.path)
-        conn = sqlite3.connect(
-            self.path, timeout=self.busy_timeout, isolation_level=None, check_same_thread=False
-        )
+        try:
+            _create_private(self.path)
+            conn = sqlite3.connect(
+                self.path, timeout=self.busy_timeout, isolation_level=None, check_same_thread=False
+            )
+        except sqlite3.Error as exc:
+            raise wrap_sqlite(exc) from exc
         try:
             _enter_wal(conn, self.busy_timeout)
             conn.execute("PRAGMA synchronous=NORMAL")
-        except BaseException:
+        except BaseException as exc:
             conn.close()
+            if isinstance(exc, sqlite3.Error):
+                raise wrap_sqlite(exc) from exc
             raise
         return conn
 
     def run(self, plan: Plan[T]) -> T:
-        if plan.conn is not None:
-            caller: sqlite3.Connection = plan.conn
-            return drive(plan.steps, lambda s: _sqlite_execute(caller, s, own=False))
-        with self._lock:
-            if self._conn is None:
-                self._conn = self.connect()
-            conn = self._conn
-            conn.execute("BEGIN IMMEDIATE" if plan.write else "BEGIN")
+        try:
+            if plan.conn is not None:
+                caller: sqlite3.Connection = plan.conn
+                return drive(plan.steps, lambda s: _sqlite_execute(caller, s, own=False))
+            with self._lock:
+                if self._conn is None:
+                    self._conn = self.connect()
+                conn = self._conn
+                conn.execute("BEGIN IMMEDIATE" if plan.write else "BEGIN")
+                try:
+                    result = drive(plan.steps, lambda s: _sqlite_execute(conn, s, own=True))
+                except BaseException:
+                    if conn.in_transaction:
+                        conn.execute("ROLLBACK")
+                    raise
+                conn.execute("COMMIT")
+                return result
+        except sqlite3.Error as exc:
+            raise wrap_sqlite(exc) from exc
+
+    @contextlib.contextmanager
+    def transaction(self) -> Iterator[Any]:
+        """A transaction on a connection of its own (the queue's connection
+        stays free for other threads); it waits for the write lock up front."""
+        conn = self.connect()
+        try:
+            conn.execute("BEGIN IMMEDIATE")
             try:
-                result = drive(plan.steps, lambda s: _sqlite_execute(conn, s, own=True))
+                yield conn
             except BaseException:
                 if conn.in_transaction:
                     conn.execute("ROLLBACK")
                 raise
             conn.execute("COMMIT")
-            return result
+        except sqlite3.Error as exc:
+            raise wrap_sqlite(exc) from exc
+        finally:
+            conn.close()
 
     def close(self) -> None:
         with self._lock:
@@ -559,11 +890,24 @@ class AsyncSqliteRunner:
     def __init__(self, path: str, *, busy_timeout: float = 10.0) -> None:
         self.sync = SqliteRunner(path, busy_timeout=busy_timeout)
         self.dialect: Dialect = SQLITE
+        self.target = path
 
     async def run(self, plan: Plan[T]) -> T:
         if plan.conn is not None:
             return self.sync.run(plan)
         return await asyncio.to_thread(self.sync.run, plan)
+
+    @contextlib.asynccontextmanager
+    async def transaction(self) -> AsyncIterator[Any]:
+        context = self.sync.transaction()
+        conn = await asyncio.to_thread(context.__enter__)
+        try:
+            yield conn
+        except BaseException as exc:
+            if not await asyncio.to_thread(context.__exit__, type(exc), exc, exc.__traceback__):
+                raise
+        else:
+            await asyncio.to_thread(context.__exit__, None, None, None)
 
     async def close(self) -> None:
         await asyncio.to_thread(self.sync.close)

@@ -29,6 +29,11 @@ class DatabaseError(JobvisorError):
     (a read-only server, a constraint, a bad value). `__cause__` is the driver's."""
 
 
+class DatabaseRefused(DatabaseError):
+    """The server refused the connection for a reason a retry will not fix: a
+    wrong password, an unknown role or database. The message is the server's."""
+
+
 class SchemaMissing(JobvisorError):
     """The database answers but jobvisor's schema is absent or older than the
     code: run `jobvisor migrate` (or `Queue.migrate()`)."""

@@ -302,3 +302,20 @@ def _age(seconds: float | None) -> str:
     if seconds < 7200:
         return f"{seconds / 60:.1f}m"
     return f"{seconds / 3600:.1f}h"
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Readiness:
+    """What `check()` found: the database answered, and which schema it has.
+
+    `schema_version` is the newest migration applied (0 when none),
+    `latest_version` the newest this code ships."""
+
+    engine: str
+    schema_version: int
+    latest_version: int
+
+    @property
+    def migrated(self) -> bool:
+        """The schema is at least as new as the code's: the queue is usable."""
+        return self.schema_version >= self.latest_version

@@ -10,15 +10,16 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+import functools
 import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from importlib import resources
-from typing import Any
+from typing import Any, LiteralString
 
 from .. import tracing
 from . import validate
 from .correlation import current_correlation_id, new_correlation_id
-from .engine import COMMIT, Dialect, Plan, Steps, Stmt
+from .engine import COMMIT, Dialect, Plan, Script, Steps, Stmt
 from .errors import InvalidArgument, JobNotFound, LeaseLost, MissingCorrelationId
 from .model import (
     DEFAULT_MAX_ATTEMPTS,
@@ -28,6 +29,7 @@ from .model import (
     Job,
     JobStatus,
     NewJob,
+    Readiness,
     RetryPolicy,
     Summary,
     SummaryRow,
@@ -69,6 +71,11 @@ def _names(name: str, values: Iterable[str] | None) -> list[str] | None:
         raise InvalidArgument(f"{name}={values!r}: expected a list of names, not one string")
     items = [validate.name(f"{name}[{i}]", item) for i, item in enumerate(values)]
     return items or None
+
+
+def queue_names(name: str, values: Iterable[str] | None) -> list[str] | None:
+    """Queue names as a list, or None for every queue."""
+    return _names(name, values)
 
 
 def _job_id(value: uuid.UUID | str) -> uuid.UUID:
@@ -147,12 +154,40 @@ def migrate(ctx: Ctx) -> Plan[list[int]]:
         for version, name, script in migration_files(ctx.dialect.name):
             if version in applied:
                 continue
-            yield Stmt(script, fetch="script")
+            yield Script(script)
             yield Stmt(sql.MIGRATION_RECORD, {"version": version, "name": name})
             done.append(version)
         return done
 
     return Plan(steps())
+
+
+@functools.cache
+def latest_version(engine: str) -> int:
+    """The newest migration shipped for an engine."""
+    return max(version for version, _, _ in migration_files(engine))
+
+
+def check(ctx: Ctx) -> Plan[Readiness]:
+    """Whether the database answers and its schema is current, changing nothing.
+
+    Raises `DatabaseUnavailable` when the database cannot be reached (at once
+    when no connection was ever made), `DatabaseRefused` when the server
+    refuses the connection (a wrong password, an unknown database)."""
+    sql = ctx.dialect.sql
+    engine = ctx.dialect.name
+
+    def steps() -> Steps[Readiness]:
+        (exists,) = yield Stmt(sql.MIGRATIONS_TABLE_EXISTS, fetch="one")
+        version = 0
+        if exists:
+            rows = yield Stmt(sql.MIGRATIONS_APPLIED, fetch="all")
+            version = max((r[0] for r in rows), default=0)
+        return Readiness(
+            engine=engine, schema_version=version, latest_version=latest_version(engine)
+        )
+
+    return Plan(steps(), write=False, transaction=False)
 
 
 def schema_version(ctx: Ctx) -> Plan[int]:
@@ -365,7 +400,9 @@ def _lease(ctx: Ctx, lease: float | dt.timedelta | None) -> float:
     return validate.seconds("lease", lease, positive=True, high=validate.MAX_LEASE)
 
 
-def _held_many(ctx: Ctx, sql: str, jobs: Sequence[Job], extra: dict[str, Any]) -> Plan[list[Job]]:
+def _held_many(
+    ctx: Ctx, sql: LiteralString, jobs: Sequence[Job], extra: dict[str, Any]
+) -> Plan[list[Job]]:
     """Run a statement guarded by (id, claim token) over many jobs; returns the
     jobs whose lease was lost (nothing changed for those)."""
     _held("jobs", jobs)
@@ -444,7 +481,7 @@ def release(ctx: Ctx, job: Job) -> Plan[None]:
     return _raise_lost(release_many(ctx, [job]))
 
 
-def _held_one(ctx: Ctx, sql: str, job: Job, extra: dict[str, Any]) -> Plan[JobStatus]:
+def _held_one(ctx: Ctx, sql: LiteralString, job: Job, extra: dict[str, Any]) -> Plan[JobStatus]:
     _held("job", [job])
     d = ctx.dialect
     params = {"id": d.id(job.id), "token": d.token(job), "now": ctx.now(), **extra}
@@ -553,19 +590,19 @@ def reap_expired_by_type(
     return Plan(steps(), transaction=False)
 
 
-def release_worker(
+def requeue_crashed(
     ctx: Ctx,
     worker_id: str,
     *,
     error: str | None = None,
     culprit: uuid.UUID | str | None = None,
 ) -> Plan[int]:
-    """Requeue at once every job `worker_id` still holds (its process died): due
-    now with the attempt counted, or `dead` when attempts are spent. With
+    """Requeue at once every job `worker_id` still holds (its process crashed):
+    due now with the attempt counted, or `dead` when attempts are spent. With
     `culprit` (the job known to have caused the death, such as one past its
     hard time limit), only that job is charged and gets `error`; the others
     go back to pending with their attempt given back, as `release` does.
-    Returns the count."""
+    Returns the count. (`release` gives an attempt back; this counts it.)"""
     validate.name("worker_id", worker_id)
     params = {
         "worker_id": worker_id,
@@ -573,7 +610,7 @@ def release_worker(
         "culprit": None if culprit is None else ctx.dialect.id(_job_id(culprit)),
         "now": ctx.now(),
     }
-    sql = ctx.dialect.sql.JOB_RELEASE_WORKER
+    sql = ctx.dialect.sql.JOB_REQUEUE_CRASHED
 
     def steps() -> Steps[int]:
         rows = yield Stmt(sql, params, fetch="all")
@@ -631,7 +668,7 @@ def _check_batch_size(batch_size: int) -> None:
     validate.count("batch_size", batch_size, high=validate.MAX_BATCH_SIZE)
 
 
-def _delete_in_batches(sql: str, params: dict[str, Any], batch_size: int) -> Steps[int]:
+def _delete_in_batches(sql: LiteralString, params: dict[str, Any], batch_size: int) -> Steps[int]:
     """Run a DELETE of at most `batch_size` rows until it deletes fewer, each
     batch committed on its own (no long lock); returns how many went."""
     total = 0

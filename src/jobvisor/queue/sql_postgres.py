@@ -5,6 +5,15 @@ Values are always parameters; no statement is built at run time."""
 
 from typing import Final, LiteralString
 
+# The one channel every jobvisor notice travels on (see `queue.notices`): its
+# payload is a queue name for a new job, or a JSON object for other kinds.
+NOTIFY_CHANNEL: Final = "jobvisor"
+
+LISTEN: Final[LiteralString] = (
+    # Subscribe this session to every notice.
+    "LISTEN " + NOTIFY_CHANNEL
+)
+
 MIGRATION_LOCK: Final[LiteralString] = (
     # Serialise concurrent migrate() calls for the rest of the transaction.
     "SELECT pg_advisory_xact_lock(7428930915630210)"
@@ -25,6 +34,11 @@ MIGRATIONS_APPLIED: Final[LiteralString] = (
 MIGRATION_RECORD: Final[LiteralString] = (
     # Record one applied version.
     "INSERT INTO jobvisor_migrations (version, name) VALUES (%(version)s, %(name)s)"
+)
+
+MIGRATIONS_TABLE_EXISTS: Final[LiteralString] = (
+    # Whether the record of schema versions exists, without creating it.
+    "SELECT to_regclass('jobvisor_migrations') IS NOT NULL"
 )
 
 CLOCK_NOW: Final[LiteralString] = (
@@ -52,7 +66,7 @@ JOB_INSERT: Final[LiteralString] = (
     " ON CONFLICT (dedupe_key) WHERE dedupe_key IS NOT NULL"
     "   AND status IN ('pending', 'running', 'retryable') DO NOTHING"
     " RETURNING id, queue)"
-    " SELECT id, CASE WHEN %(notify)s::bool THEN pg_notify('jobvisor', queue) END"
+    " SELECT id, CASE WHEN %(notify)s::bool THEN pg_notify('" + NOTIFY_CHANNEL + "', queue) END"
     " FROM inserted"
 )
 
@@ -64,7 +78,7 @@ JOB_GET_LIVE_BY_DEDUPE_KEY: Final[LiteralString] = (
 
 JOB_NOTIFY: Final[LiteralString] = (
     # Wake idle workers; identical notifications in one transaction are sent once.
-    "SELECT pg_notify('jobvisor', %(queue)s)"
+    "SELECT pg_notify('" + NOTIFY_CHANNEL + "', %(queue)s)"
 )
 
 JOB_CLAIM: Final[LiteralString] = (
@@ -171,7 +185,7 @@ JOB_REAP_EXPIRED: Final[LiteralString] = (
     " RETURNING id, status, queue, job_type"
 )
 
-JOB_RELEASE_WORKER: Final[LiteralString] = (
+JOB_REQUEUE_CRASHED: Final[LiteralString] = (
     # Every job a dead worker held: retryable now (attempt counted), or dead
     # when spent. With a `culprit`, only that job is charged; the others were
     # interrupted by its fault: pending now, attempts given back, error kept.

@@ -27,6 +27,11 @@ MIGRATION_RECORD: Final[LiteralString] = (
     "INSERT INTO jobvisor_migrations (version, name) VALUES (:version, :name)"
 )
 
+MIGRATIONS_TABLE_EXISTS: Final[LiteralString] = (
+    # Whether the record of schema versions exists, without creating it.
+    "SELECT count(*) > 0 FROM sqlite_master WHERE type = 'table' AND name = 'jobvisor_migrations'"
+)
+
 CLOCK_NOW: Final[LiteralString] = (
     # The time every other statement of this transaction would use.
     "SELECT coalesce(:now, (julianday('now') - 2440587.5) * 86400.0)"
@@ -171,7 +176,7 @@ JOB_REAP_EXPIRED: Final[LiteralString] = (
     " RETURNING id, status, queue, job_type"
 )
 
-JOB_RELEASE_WORKER: Final[LiteralString] = (
+JOB_REQUEUE_CRASHED: Final[LiteralString] = (
     # Every job a dead worker held: retryable now (attempt counted), or dead
     # when spent. With a `culprit`, only that job is charged; the others were
     # interrupted by its fault: pending now, attempts given back, error kept.

@@ -5,11 +5,13 @@ The supervisor starts it (see `protocol`), but it also runs standalone:
     JOBVISOR_DATABASE_URL=postgresql://… JOBVISOR_APP=myapp.jobs:registry \\
         python -m jobvisor.worker
 
-Exit codes: 0 after a clean stop; 78 for an invalid setting; 3 when the app
-cannot be imported or the database cannot be reached at boot; 1 when the
-database stayed unreachable at the end and outcomes were left unwritten (the
-reaper takes those jobs back when their leases expire), or when one of its
-loops met an error that will not pass (see `loop`).
+Exit codes (`ExitCode`): 0 after a clean stop; 78 for an invalid setting, a
+database that refuses the connection (wrong password, unknown database) or
+has no current schema; 69 when the database cannot be reached at boot; 3 when
+the app cannot be imported or the boot fails otherwise; 1 when the database
+stayed unreachable at the end and outcomes were left unwritten (the reaper
+takes those jobs back when their leases expire), or when one of its loops
+met an error that will not pass (see `loop`).
 
 Signals: SIGTERM or SIGINT drains (a second one cuts the drain short);
 SIGQUIT releases running jobs at once. SIGABRT dumps every thread's stack to
@@ -24,16 +26,17 @@ import logging
 import os
 import signal
 import sys
-import urllib.parse
-import uuid
+import time
 
 import uvloop
 
+from ..backoff import backoff
 from ..config import Config, load_or_exit
+from ..exitcodes import ExitCode
 from ..log import get_logger, setup_logging
-from ..queue.api import connect_async, parse_url
-from ..queue.errors import JobNotFound
-from .loop import DB_ERRORS, Worker
+from ..queue.api import AsyncQueue, connect_async
+from ..queue.errors import DatabaseRefused, DatabaseUnavailable, InvalidArgument, JobvisorError
+from .loop import Worker
 from .protocol import (
     EXIT_BOOT_FAILED,
     EXIT_OK,
@@ -49,52 +52,50 @@ BOOT_TIMEOUT = 15.0  # seconds to reach the database before giving up at boot
 EXIT_UNCLEAN = 1
 
 
-def worker_database_url(url: str) -> str:
-    """The URL the worker's own pool uses. On PostgreSQL its sessions commit
-    asynchronously (`synchronous_commit=off`): a claim or a completion then
-    does not wait for its WAL flush, which is most of the cost of a claim on a
-    busy disk. Durability is not at stake: every write of a worker is a step
-    of an at-least-once delivery, so the few hundred milliseconds of them a
-    PostgreSQL crash can forget resolve to a job that runs again (its lease
-    expires and the reaper takes it back), never to a lost job. Enqueues are
-    made by the application's own queue, which keeps its settings."""
-    if parse_url(url)[0] != "postgres":
-        return url
-    parts = urllib.parse.urlsplit(url)
-    query = urllib.parse.parse_qsl(parts.query, keep_blank_values=True)
-    options = [v for k, v in query if k == "options"]
-    rest = [(k, v) for k, v in query if k != "options"]
-    merged = " ".join([*options, "-c synchronous_commit=off"])
-    return urllib.parse.urlunsplit(
-        parts._replace(
-            query=urllib.parse.urlencode([*rest, ("options", merged)], quote_via=urllib.parse.quote)
+async def boot(queue: AsyncQueue) -> tuple[ExitCode, str] | None:
+    """Wait for the database (up to `BOOT_TIMEOUT`) and check its schema.
+    None when the worker can start, else its exit code and why not."""
+    deadline = time.monotonic() + BOOT_TIMEOUT
+    failures = 0
+    while True:
+        try:
+            async with asyncio.timeout(max(0.0, deadline - time.monotonic())):
+                state = await queue.check()
+            break
+        except (DatabaseRefused, InvalidArgument) as exc:
+            return ExitCode.CONFIG, f"cannot use the database: {exc}"
+        except (DatabaseUnavailable, TimeoutError) as exc:
+            failures += 1
+            delay = backoff(failures, base=0.1, cap=2.0)
+            if time.monotonic() + delay >= deadline:
+                why = str(exc) or f"no answer within {BOOT_TIMEOUT:g}s"
+                return ExitCode.UNAVAILABLE, f"cannot reach the database: {why}"
+            await asyncio.sleep(delay)
+        except JobvisorError as exc:
+            return ExitCode.BOOT_FAILED, f"cannot use the database: {exc}"
+    if not state.migrated:
+        return ExitCode.CONFIG, (
+            f"the database schema is at version {state.schema_version}, this code needs "
+            f"{state.latest_version}: run `jobvisor migrate`"
         )
-    )
+    return None
 
 
 async def serve(config: Config, registry: Registry, channel: ControlChannel, worker_id: str) -> int:
     """Open this process's own queue, say ready, run until stopped."""
-    queue = connect_async(
-        worker_database_url(config.database_url), pool_size=config.pool_size, lease=config.lease,
-        retry=registry.retry_policies(),
-    )  # fmt: skip
     try:
-        try:
-            # One cheap read proves the database answers and is migrated.
-            async with asyncio.timeout(BOOT_TIMEOUT):
-                await queue.get(uuid.UUID(int=0))
-        except JobNotFound:
-            pass
-        except (TimeoutError, *DB_ERRORS) as exc:
-            text = f"cannot use the database: {type(exc).__name__}: {exc}".strip()
-            log.error("worker.boot_failed", worker_id=worker_id, error=text)
-            channel.send({"t": "fatal", "error": text})
-            return EXIT_BOOT_FAILED
-        except Exception as exc:  # e.g. the schema is missing: not migrated
-            text = f"cannot use the database: {type(exc).__name__}: {exc} (run the migrations?)"
-            log.error("worker.boot_failed", worker_id=worker_id, error=text)
-            channel.send({"t": "fatal", "error": text})
-            return EXIT_BOOT_FAILED
+        # The worker's commits do not wait for their WAL flush: each of its
+        # writes is a step of an at-least-once delivery (see `connect`).
+        queue = connect_async(
+            config.database_url, pool_size=config.pool_size, lease=config.lease,
+            retry=registry.retry_policies(), synchronous_commit=False,
+        )  # fmt: skip
+    except InvalidArgument as exc:
+        return _boot_failed(channel, worker_id, ExitCode.CONFIG, f"cannot use the database: {exc}")
+    try:
+        refused = await boot(queue)
+        if refused is not None:
+            return _boot_failed(channel, worker_id, *refused)
         worker = Worker(
             queue, registry, worker_id=worker_id, concurrency=config.concurrency,
             queues=config.queues, lease=config.lease, poll_interval=config.poll_interval,
@@ -119,6 +120,12 @@ async def serve(config: Config, registry: Registry, channel: ControlChannel, wor
         return EXIT_OK if worker.clean else EXIT_UNCLEAN
     finally:
         await queue.close()
+
+
+def _boot_failed(channel: ControlChannel, worker_id: str, code: ExitCode, text: str) -> int:
+    log.error("worker.boot_failed", worker_id=worker_id, error=text, exit_code=int(code))
+    channel.send({"t": "fatal", "error": text})
+    return int(code)
 
 
 def main() -> int:

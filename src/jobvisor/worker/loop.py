@@ -61,7 +61,7 @@ from ..log import get_logger
 from ..metrics import WorkerMetrics
 from ..queue.api import AsyncQueue, parse_url
 from ..queue.correlation import correlation_id_var
-from ..queue.errors import LeaseLost
+from ..queue.errors import DatabaseUnavailable, LeaseLost
 from ..queue.faults import Fault, classify
 from ..queue.model import Job, JobStatus
 from .protocol import HEARTBEAT_INTERVAL, ControlChannel, Outcome
@@ -72,6 +72,7 @@ log = get_logger("worker")
 # Errors that mean "the database is unreachable or busy right now", for the
 # boot check in `__main__` (the loops classify with `queue.faults`).
 DB_ERRORS: Final = (
+    DatabaseUnavailable,
     psycopg.OperationalError,
     psycopg.InterfaceError,
     psycopg.errors.TransactionRollback,

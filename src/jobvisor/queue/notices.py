@@ -1,0 +1,171 @@
+"""Wake-ups from the queue: what `AsyncQueue.notifications()` yields.
+
+Every notice travels on one PostgreSQL channel (`sql_postgres.NOTIFY_CHANNEL`).
+A new job's notice is the bare queue name, the smallest payload for the most
+frequent notice (and the one every deployed worker understands); any other
+kind is a JSON object `{"kind": …, "queue": …, "id": …}` that may carry more
+keys, so a feature that needs its own notice adds a kind, not a channel.
+SQLite has no notifications: a poll of the file's change counter stands in.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import enum
+import json
+import sqlite3
+import uuid
+from collections.abc import AsyncGenerator, Sequence
+from typing import Any, Final
+
+import psycopg
+
+from ..backoff import backoff
+from ..log import get_logger
+from . import sql_postgres
+from .engine import SqliteRunner, driver_text, refused_by_server, wrap_sqlite
+from .errors import DatabaseRefused, JobvisorError
+
+log = get_logger("queue")
+
+LISTEN_CONNECT_TIMEOUT: Final = 10.0  # seconds for the listening connection to connect
+RECONNECT_BASE: Final = 0.1  # first reconnect delay after the connection broke
+RECONNECT_CAP: Final = 5.0
+SQLITE_MIN_POLL: Final = 0.005  # the poll right after a change
+SQLITE_MAX_POLL: Final = 0.1  # the slowest poll: SQLite stays responsive
+
+
+class NoticeKind(enum.StrEnum):
+    JOB = "job"  # a job became due on `queue` (None: on some queue)
+    MISSED = "missed"  # notices may have been lost: look again
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Notice:
+    """One wake-up. `kind` is a `NoticeKind` value, or a newer kind this
+    code does not know (a caller skips those); `queue` and `id` say what it is
+    about when known."""
+
+    kind: str
+    queue: str | None = None
+    id: uuid.UUID | None = None
+
+    def payload(self) -> str:
+        """The NOTIFY payload that carries this notice."""
+        if self.kind == NoticeKind.JOB and self.id is None and self.queue is not None:
+            return self.queue
+        fields: dict[str, Any] = {"kind": str(self.kind)}
+        if self.queue is not None:
+            fields["queue"] = self.queue
+        if self.id is not None:
+            fields["id"] = str(self.id)
+        return json.dumps(fields, separators=(",", ":"))
+
+    @classmethod
+    def parse(cls, payload: str) -> Notice:
+        """The notice a NOTIFY payload carries (see the module docstring)."""
+        if payload.startswith("{"):
+            try:
+                fields = json.loads(payload)
+                raw_id = fields.get("id")
+                return cls(
+                    kind=str(fields["kind"]),
+                    queue=fields.get("queue"),
+                    id=None if raw_id is None else uuid.UUID(raw_id),
+                )
+            except (ValueError, TypeError, KeyError, AttributeError):
+                pass  # a queue whose name starts with "{"
+        return cls(NoticeKind.JOB, payload)
+
+    def concerns(self, queues: Sequence[str] | None) -> bool:
+        return queues is None or self.queue is None or self.queue in queues
+
+
+MISSED: Final = Notice(NoticeKind.MISSED)
+
+
+async def listen_postgres(
+    conninfo: str, queues: Sequence[str] | None
+) -> AsyncGenerator[Notice, None]:
+    """LISTEN on a connection of its own; after a reconnect, a `missed`.
+
+    The connection is retried with backoff for as long as the caller
+    iterates, except when the server refuses it before it ever succeeded
+    (`DatabaseRefused`: a wrong password does not pass with time)."""
+    failures = 0
+    listened = False
+    while True:
+        try:
+            conn = await psycopg.AsyncConnection.connect(
+                conninfo, autocommit=True, connect_timeout=int(LISTEN_CONNECT_TIMEOUT)
+            )
+        except psycopg.Error as exc:
+            if not listened and refused_by_server(exc):
+                raise DatabaseRefused(
+                    f"the server refused the connection ({driver_text(exc)})"
+                ) from exc
+            failures += 1
+            await _pause("queue.listen_failed", exc, failures)
+            continue
+        try:
+            async with conn:
+                await conn.execute(sql_postgres.LISTEN)
+                if failures or listened:
+                    log.info("queue.listen_restored")
+                    yield MISSED
+                failures, listened = 0, True
+                async for notify in conn.notifies():
+                    notice = Notice.parse(notify.payload)
+                    if notice.concerns(queues):
+                        yield notice
+        except psycopg.Error as exc:
+            failures += 1
+            await _pause("queue.listen_lost", exc, failures)
+
+
+async def _pause(event: str, exc: BaseException, failures: int) -> None:
+    delay = backoff(failures, base=RECONNECT_BASE, cap=RECONNECT_CAP)
+    log.warning(event, error=driver_text(exc), retry_in=round(delay, 3))
+    await asyncio.sleep(delay)
+
+
+async def poll_sqlite(path: str, queues: Sequence[str] | None) -> AsyncGenerator[Notice, None]:
+    """A `job` notice (queue None) whenever another connection committed to
+    the file (`PRAGMA data_version`), polled every 5 ms just after a change and
+    backing off to 100 ms while nothing happens; a `missed` after an error."""
+    runner = SqliteRunner(path)
+    conn: sqlite3.Connection | None = None
+    seen: int | None = None
+    interval = SQLITE_MIN_POLL
+    failures = 0
+    try:
+        while True:
+            try:
+                if conn is None:
+                    conn = await asyncio.to_thread(runner.connect)
+                (version,) = conn.execute("PRAGMA data_version").fetchone()
+            except (sqlite3.Error, JobvisorError) as exc:
+                if conn is not None:
+                    conn.close()
+                    conn = None
+                failures += 1
+                error = wrap_sqlite(exc) if isinstance(exc, sqlite3.Error) else exc
+                await _pause("queue.poll_failed", error, failures)
+                continue
+            if failures:
+                failures = 0
+                yield MISSED
+            if seen is not None and version != seen:
+                interval = SQLITE_MIN_POLL
+                seen = version
+                notice = Notice(NoticeKind.JOB)
+                if notice.concerns(queues):
+                    yield notice
+            else:
+                seen = version
+                interval = min(interval * 2, SQLITE_MAX_POLL)
+            await asyncio.sleep(interval)
+    finally:
+        if conn is not None:
+            conn.close()
