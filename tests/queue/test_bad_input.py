@@ -111,7 +111,16 @@ DEEP: Any = []
 for _ in range(3000):
     DEEP = [DEEP]
 
+
+def nested(depth: int) -> Any:
+    value: Any = {}
+    for _ in range(depth - 1):
+        value = [value]
+    return value
+
+
 BOUND_CASES: list[tuple[str, dict[str, Any], str]] = [
+    ("payload nested 257 deep", {"payload": nested(257)}, "expected JSON nested at most 256"),
     ("run_at year 1 east of UTC",
      {"run_at": dt.datetime(1, 1, 1, tzinfo=dt.timezone(dt.timedelta(hours=14)))}, "run_at="),
     ("run_at year 9999 west of UTC",
@@ -166,11 +175,13 @@ def test_the_largest_values_in_bounds_are_written_and_read_back(queue: Queue) ->
         queue.enqueue("t", delay=10 * 365 * 86400),
         queue.enqueue("é" * 100, queue="q" * 200, dedupe_key="k" * 1000),
         queue.enqueue("t", {"n": 10**300, "s": "\u00e9\U0001f600"}),
+        queue.enqueue("t", nested(256)),
     ]
     jobs = [queue.get(i) for i in ids]
     assert close_to(jobs[0].run_at, latest)
     assert jobs[3].queue == "q" * 200 and jobs[3].dedupe_key == "k" * 1000
     assert jobs[4].payload == {"n": 10**300, "s": "\u00e9\U0001f600"}
+    assert jobs[5].payload == nested(256)
 
 
 def test_the_payload_size_limit(url: str, make_queue: Any) -> None:

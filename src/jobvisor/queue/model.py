@@ -196,12 +196,6 @@ def payload_json(payload: Any) -> str:
     """A payload as compact JSON text; `InvalidArgument` naming it when it is
     not JSON, nests deeper than `MAX_PAYLOAD_DEPTH`, holds a NUL or text that
     is not UTF-8. The size limit is the queue's (see `Ctx.max_payload_bytes`)."""
-    depth = validate.payload_depth(payload)
-    if depth > validate.MAX_PAYLOAD_DEPTH:
-        raise InvalidArgument(
-            f"payload={validate.short(payload)}: expected JSON nested at most "
-            f"{validate.MAX_PAYLOAD_DEPTH} deep"
-        )
     try:
         text = json.dumps(
             {} if payload is None else payload,
@@ -209,10 +203,27 @@ def payload_json(payload: Any) -> str:
             allow_nan=False,
             ensure_ascii=False,
         )
-        text.encode("utf-8")
-    except (TypeError, ValueError, RecursionError) as exc:
+    except RecursionError:
+        text = None
+    except (TypeError, ValueError) as exc:
         raise InvalidArgument(
             f"payload={validate.short(payload)}: expected a JSON-serialisable value ({exc})"
+        ) from None
+    # Nesting deeper than the bound needs that many brackets: count them (in C)
+    # before walking the payload.
+    if text is None or (
+        text.count("[") + text.count("{") > validate.MAX_PAYLOAD_DEPTH
+        and validate.payload_depth(payload) > validate.MAX_PAYLOAD_DEPTH
+    ):
+        raise InvalidArgument(
+            f"payload={validate.short(payload)}: expected JSON nested at most "
+            f"{validate.MAX_PAYLOAD_DEPTH} deep"
+        )
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise InvalidArgument(
+            f"payload={validate.short(payload)}: expected text that encodes as UTF-8 ({exc})"
         ) from None
     if _JSON_NUL.search(text):
         raise InvalidArgument(
