@@ -272,6 +272,25 @@ def resets_backoff(*, ready_at: float | None, now: float) -> bool:
     return ready_at is not None and now - ready_at >= STABLE_UPTIME
 
 
+def health(
+    *, state: str, lag: float, max_lag: float, alive: int, slots: int, waiting: bool
+) -> tuple[bool, str]:
+    """Liveness (`/healthz`): the main loop turned within `max_lag` and a
+    worker is alive, or start-up is waiting for the database. Never the
+    database itself, or an outage would restart every pod."""
+    running = state == "running"
+    if waiting:
+        return running and lag < max_lag, "waiting for the database"
+    detail = f"{alive}/{slots} workers alive, state {state}"
+    return running and alive > 0 and lag < max_lag, detail
+
+
+def readiness(*, running: bool, database_up: bool, ready: int) -> tuple[bool, str]:
+    """Readiness (`/readyz`): the database answers and a worker is ready."""
+    detail = f"database {'answers' if database_up else 'not answering'}, {ready} workers ready"
+    return running and database_up and ready > 0, detail
+
+
 class CrashBudget:
     """At most `max_restarts` charged crashes within `window` seconds."""
 
