@@ -11,7 +11,11 @@ touched. The arbiter gathers the facts, asks, and carries the answer out;
 - Whether to kill: `watchdog_kill` (silence, a hard time limit), `due_sigkill`
   (the SIGKILL after a SIGABRT or a missed drain deadline), `stop_kill` (what a
   stop of some mode does to one worker).
-- When to restart: `restart_delay`, `CrashBudget`.
+- When to restart: `restart_delay` (its one impurity: the jitter drawn), `resets_backoff`,
+  `CrashBudget`.
+- What the endpoints answer: `health`, `readiness`.
+
+The rules they state:
 
 - Kills. A worker silent for `worker_timeout` (its event loop is blocked), or
   running a job past its hard time limit, gets SIGABRT (the worker's
@@ -32,21 +36,22 @@ import dataclasses
 import enum
 import signal
 from collections.abc import Mapping
+from typing import Final
 
 from ..backoff import backoff
 from ..exitcodes import ExitCode
 
-ABORT_GRACE = 2.0  # SIGABRT (stack dump) to SIGKILL
-STOP_MARGIN = 5.0  # beyond the drain: time to release what is left and exit
-BOOT_GRACE = 30.0  # a new worker's first message may take this long
-BACKOFF_BASE = 0.1  # first restart delay of a slot, doubled per failure
-BACKOFF_CAP = 30.0
-UNAVAILABLE_CAP = 5.0  # while the database is away: retry at least this often
-STABLE_UPTIME = 30.0  # a worker that lived this long resets its slot's backoff
+ABORT_GRACE: Final = 2.0  # SIGABRT (stack dump) to SIGKILL
+STOP_MARGIN: Final = 5.0  # beyond the drain: time to release what is left and exit
+BOOT_GRACE: Final = 30.0  # a new worker's first message may take this long
+BACKOFF_BASE: Final = 0.1  # first restart delay of a slot, doubled per failure
+BACKOFF_CAP: Final = 30.0
+UNAVAILABLE_CAP: Final = 5.0  # while the database is away: retry at least this often
+STABLE_UPTIME: Final = 30.0  # a worker that lived this long resets its slot's backoff
 
 # A worker that exits with one of these before it is ready cannot work:
 # restarting it would be a fork storm, so the supervisor stops with the code.
-BOOT_FAILURE_CODES = frozenset({ExitCode.BOOT_FAILED, ExitCode.CONFIG})
+BOOT_FAILURE_CODES: Final = frozenset({ExitCode.BOOT_FAILED, ExitCode.CONFIG})
 
 
 class StopMode(enum.IntEnum):
