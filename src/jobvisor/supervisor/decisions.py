@@ -35,7 +35,7 @@ import collections
 import dataclasses
 import enum
 import signal
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Final
 
 from ..backoff import backoff
@@ -278,16 +278,26 @@ def resets_backoff(*, ready_at: float | None, now: float) -> bool:
 
 
 def health(
-    *, state: str, lag: float, max_lag: float, alive: int, slots: int, waiting: bool
+    *,
+    state: str,
+    lag: float,
+    max_lag: float,
+    alive: int,
+    slots: int,
+    waiting: bool,
+    failing: Sequence[str] = (),
 ) -> tuple[bool, str]:
     """Liveness (`/healthz`): the main loop turned within `max_lag` and a
-    worker is alive, or start-up is waiting for the database. Never the
-    database itself, or an outage would restart every pod."""
+    worker is alive, none with a `failing` loop (one entry per such worker,
+    naming it and its loops), or start-up is waiting for the database. Never
+    the database itself, or an outage would restart every pod."""
     running = state == "running"
     if waiting:
         return running and lag < max_lag, "waiting for the database"
     detail = f"{alive}/{slots} workers alive, state {state}"
-    return running and alive > 0 and lag < max_lag, detail
+    if failing:
+        detail += f", failing loops: {'; '.join(failing)}"
+    return running and alive > 0 and not failing and lag < max_lag, detail
 
 
 def readiness(*, running: bool, database_up: bool, ready: int) -> tuple[bool, str]:
