@@ -192,7 +192,9 @@ class Metrics:
     def record_restart(self, reason: str) -> None:
         """A worker was replaced: `crashed`, `killed` (a signal; SIGKILL is
         usually the OOM killer), `unresponsive` (missed heartbeats),
-        `hard_limit` (a job overran its hard time limit) or `reload` (SIGHUP)."""
+        `hard_limit` (a job overran its hard time limit), `unavailable` (the
+        database could not be reached at boot) or `reload` (SIGHUP); the
+        values of `supervisor.decisions.RestartReason`."""
         self.worker_restarts.labels(reason or "unknown").inc()
 
     def record_reaped(self, by_type: Mapping[tuple[str, str], int]) -> None:

@@ -78,6 +78,12 @@ def status(text: str, *, env: Mapping[str, str] | None = None) -> bool:
     return notify(f"STATUS={line}", env=env)
 
 
+def extend_start(seconds: float, *, env: Mapping[str, str] | None = None) -> bool:
+    """EXTEND_TIMEOUT_USEC=…: start-up goes on (waiting for the database);
+    systemd's start timeout is pushed `seconds` from now."""
+    return notify(f"EXTEND_TIMEOUT_USEC={int(seconds * 1_000_000)}", env=env)
+
+
 def watchdog(*, env: Mapping[str, str] | None = None) -> bool:
     """WATCHDOG=1: the service is alive; send every `watchdog_interval()`."""
     return notify("WATCHDOG=1", env=env)

@@ -40,6 +40,8 @@ def test_ready_stopping_status_and_watchdog_arrive_as_datagrams(
     assert sock.recv(4096) == b"RELOADING=1"
     assert systemd.stopping(env=env)
     assert sock.recv(4096) == b"STOPPING=1"
+    assert systemd.extend_start(61.5, env=env)
+    assert sock.recv(4096) == b"EXTEND_TIMEOUT_USEC=61500000"
 
 
 def test_abstract_namespace_socket() -> None:

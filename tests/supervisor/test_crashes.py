@@ -145,6 +145,7 @@ def test_a_worker_that_cannot_boot_stops_the_supervisor_with_its_code(
     service = start_service(sqlite_url, tmp_path, broken)
 
     assert service.wait_exit(60) == EXIT_BOOT_FAILED
+    assert service.events("supervisor.stopped", exit_code=EXIT_BOOT_FAILED)
     # One worker per slot, none restarted: no fork storm.
     assert len(service.events("worker.spawned")) <= 2
     assert service.events("supervisor.worker_cannot_boot")
@@ -162,6 +163,7 @@ def test_too_many_crashes_in_the_window_stop_the_supervisor_non_zero(
     service = start_service(url, tmp_path, dying)
 
     assert service.wait_exit(60) == ExitCode.CRASH_LOOP
+    assert service.events("supervisor.stopped", exit_code=ExitCode.CRASH_LOOP)
     assert service.events("supervisor.crash_loop")
     assert len(service.events("worker.spawned")) <= 2 + 2
     assert not service.events("worker.crash_charged_to_jobs")

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import signal
 import sqlite3
+from collections.abc import Sequence
 
 import psycopg
 import psycopg_pool
@@ -266,3 +267,40 @@ def test_an_outage_is_waited_out_and_a_broken_setup_is_not() -> None:
     assert not may_pass(sqlite3.OperationalError("no such table: jobvisor_jobs"))
     assert not may_pass(psycopg.errors.UndefinedTable("relation does not exist"))
     assert not may_pass(ValueError("a bug"))
+
+
+# --- what the endpoints answer ------------------------------------------------------------
+
+
+def live(
+    *,
+    alive: int = 2,
+    lag: float = 0.1,
+    state: str = "running",
+    waiting: bool = False,
+    failing: Sequence[str] = (),
+) -> tuple[bool, str]:
+    return decisions.health(
+        state=state, lag=lag, max_lag=5.0, alive=alive, slots=2, waiting=waiting, failing=failing
+    )
+
+
+def test_liveness_is_the_loop_and_the_workers_never_the_database() -> None:
+    assert live() == (True, "2/2 workers alive, state running")
+    assert live(alive=0)[0] is False
+    assert live(lag=6.0)[0] is False  # a wedged loop
+    assert live(state="stopping")[0] is False
+    sick = live(failing=["w-1 claim"])
+    assert sick == (False, "2/2 workers alive, state running, failing loops: w-1 claim")
+    # Waiting for the database at start: alive, with no worker yet.
+    assert live(alive=0, waiting=True) == (True, "waiting for the database")
+
+
+def test_readiness_needs_the_database_and_a_ready_worker() -> None:
+    assert decisions.readiness(running=True, database_up=True, ready=1)[0] is True
+    assert decisions.readiness(running=True, database_up=False, ready=2) == (
+        False,
+        "database not answering, 2 workers ready",
+    )
+    assert decisions.readiness(running=True, database_up=True, ready=0)[0] is False
+    assert decisions.readiness(running=False, database_up=True, ready=2)[0] is False

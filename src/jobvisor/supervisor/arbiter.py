@@ -150,6 +150,9 @@ class Supervisor:
     def running(self) -> bool:
         return self.state is State.RUNNING
 
+    def _stopped(self) -> bool:
+        return self.state is State.STOPPED
+
     # --- the lifecycle ---------------------------------------------------------
 
     async def run(self) -> int:
@@ -513,9 +516,8 @@ class Supervisor:
         self, worker: WorkerProcess, error: str, culprit: str | None
     ) -> asyncio.Task[int | None]:
         assert self.queue is not None
-        stopped = lambda: self.state is State.STOPPED  # noqa: E731
         requeue = services.requeue_jobs(
-            self.queue, worker.worker_id, error=error, culprit=culprit, stopped=stopped
+            self.queue, worker.worker_id, error=error, culprit=culprit, stopped=self._stopped
         )
         task = asyncio.create_task(requeue)
         self._requeues.add(task)
@@ -559,25 +561,28 @@ class Supervisor:
     # --- for the HTTP endpoints ------------------------------------------------------------
 
     def health(self) -> tuple[bool, str]:
-        """Liveness: the main loop turns, workers are alive and none reports a
-        failing loop (or the database is being waited for at start). Not the
-        database."""
-        lag = time.monotonic() - self.last_tick
-        if self.waiting_for_database:
-            return self.running and lag < TICK * 10 + startup.WAIT_CAP, "waiting for the database"
+        """Liveness (`decisions.health`): the main loop turns, workers live and
+        none reports a failing loop."""
+        waiting = self.waiting_for_database
         alive = [s.worker for s in self.slots if s.worker is not None and s.worker.alive]
-        detail = f"{len(alive)}/{len(self.slots)} workers alive, state {self.state.value}"
-        failing = [f"{w.worker_id} {','.join(w.unhealthy)}" for w in alive if w.unhealthy]
-        if failing:
-            detail += f", failing loops: {'; '.join(failing)}"
-        return self.running and bool(alive) and not failing and lag < TICK * 10, detail
+        return decisions.health(
+            state=self.state.value,
+            lag=time.monotonic() - self.last_tick,
+            max_lag=TICK * 10 + (startup.WAIT_CAP if waiting else 0.0),
+            alive=len(alive),
+            slots=len(self.slots),
+            waiting=waiting,
+            failing=[f"{w.worker_id} {','.join(w.unhealthy)}" for w in alive if w.unhealthy],
+        )
 
     def readiness(self) -> tuple[bool, str]:
-        """Readiness: the database answered within seconds and a worker is ready."""
-        db_ok = self.database is not None and self.database.up
-        ready = sum(1 for s in self.slots if s.worker is not None and s.worker.ready)
-        detail = f"database {'answers' if db_ok else 'not answering'}, {ready} workers ready"
-        return self.running and db_ok and ready > 0, detail
+        """Readiness (`decisions.readiness`): the database answers within
+        seconds (`services.DatabaseWatch`) and a worker is ready."""
+        return decisions.readiness(
+            running=self.running,
+            database_up=self.database is not None and self.database.up,
+            ready=sum(1 for s in self.slots if s.worker is not None and s.worker.ready),
+        )
 
 
 def main(config: Config, *, load_config: Callable[[], Config] | None = None) -> int:

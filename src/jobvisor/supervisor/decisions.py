@@ -11,7 +11,11 @@ touched. The arbiter gathers the facts, asks, and carries the answer out;
 - Whether to kill: `watchdog_kill` (silence, a hard time limit), `due_sigkill`
   (the SIGKILL after a SIGABRT or a missed drain deadline), `stop_kill` (what a
   stop of some mode does to one worker).
-- When to restart: `restart_delay`, `CrashBudget`.
+- When to restart: `restart_delay` (its one impurity: the jitter drawn), `resets_backoff`,
+  `CrashBudget`.
+- What the endpoints answer: `health`, `readiness`.
+
+The rules they state:
 
 - Kills. A worker silent for `worker_timeout` (its event loop is blocked), or
   running a job past its hard time limit, gets SIGABRT (the worker's
@@ -31,22 +35,23 @@ import collections
 import dataclasses
 import enum
 import signal
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from typing import Final
 
 from ..backoff import backoff
 from ..exitcodes import ExitCode
 
-ABORT_GRACE = 2.0  # SIGABRT (stack dump) to SIGKILL
-STOP_MARGIN = 5.0  # beyond the drain: time to release what is left and exit
-BOOT_GRACE = 30.0  # a new worker's first message may take this long
-BACKOFF_BASE = 0.1  # first restart delay of a slot, doubled per failure
-BACKOFF_CAP = 30.0
-UNAVAILABLE_CAP = 5.0  # while the database is away: retry at least this often
-STABLE_UPTIME = 30.0  # a worker that lived this long resets its slot's backoff
+ABORT_GRACE: Final = 2.0  # SIGABRT (stack dump) to SIGKILL
+STOP_MARGIN: Final = 5.0  # beyond the drain: time to release what is left and exit
+BOOT_GRACE: Final = 30.0  # a new worker's first message may take this long
+BACKOFF_BASE: Final = 0.1  # first restart delay of a slot, doubled per failure
+BACKOFF_CAP: Final = 30.0
+UNAVAILABLE_CAP: Final = 5.0  # while the database is away: retry at least this often
+STABLE_UPTIME: Final = 30.0  # a worker that lived this long resets its slot's backoff
 
 # A worker that exits with one of these before it is ready cannot work:
 # restarting it would be a fork storm, so the supervisor stops with the code.
-BOOT_FAILURE_CODES = frozenset({ExitCode.BOOT_FAILED, ExitCode.CONFIG})
+BOOT_FAILURE_CODES: Final = frozenset({ExitCode.BOOT_FAILED, ExitCode.CONFIG})
 
 
 class StopMode(enum.IntEnum):
@@ -270,6 +275,35 @@ def restart_delay(failures: int, *, unavailable: bool = False) -> float:
 def resets_backoff(*, ready_at: float | None, now: float) -> bool:
     """A worker that was ready for `STABLE_UPTIME` clears its slot's failures."""
     return ready_at is not None and now - ready_at >= STABLE_UPTIME
+
+
+def health(
+    *,
+    state: str,
+    lag: float,
+    max_lag: float,
+    alive: int,
+    slots: int,
+    waiting: bool,
+    failing: Sequence[str] = (),
+) -> tuple[bool, str]:
+    """Liveness (`/healthz`): the main loop turned within `max_lag` and a
+    worker is alive, none with a `failing` loop (one entry per such worker,
+    naming it and its loops), or start-up is waiting for the database. Never
+    the database itself, or an outage would restart every pod."""
+    running = state == "running"
+    if waiting:
+        return running and lag < max_lag, "waiting for the database"
+    detail = f"{alive}/{slots} workers alive, state {state}"
+    if failing:
+        detail += f", failing loops: {'; '.join(failing)}"
+    return running and alive > 0 and not failing and lag < max_lag, detail
+
+
+def readiness(*, running: bool, database_up: bool, ready: int) -> tuple[bool, str]:
+    """Readiness (`/readyz`): the database answers and a worker is ready."""
+    detail = f"database {'answers' if database_up else 'not answering'}, {ready} workers ready"
+    return running and database_up and ready > 0, detail
 
 
 class CrashBudget:

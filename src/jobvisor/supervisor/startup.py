@@ -14,6 +14,7 @@ import os
 from collections.abc import Awaitable, Callable
 from typing import Final
 
+from .. import systemd
 from ..backoff import backoff
 from ..config import Config
 from ..http import HttpServer, start_http_server
@@ -26,6 +27,7 @@ from .services import DatabaseWatch, error_text, may_pass
 MIGRATE_TIMEOUT: Final = 60.0
 WAIT_BASE: Final = 0.2  # waiting for the database: first pause, doubled per try
 WAIT_CAP: Final = 5.0
+EXTEND_MARGIN: Final = 60.0  # systemd's start timeout, pushed this far past each pause
 
 log = get_logger("supervisor")
 
@@ -108,7 +110,9 @@ async def wait_for_database(
                 note="the workers start once it answers",
             )
         on_wait()
-        await asyncio.sleep(backoff(attempt, base=WAIT_BASE, cap=WAIT_CAP))
+        pause = backoff(attempt, base=WAIT_BASE, cap=WAIT_CAP)
+        systemd.extend_start(pause + EXTEND_MARGIN)  # still starting, not stuck
+        await asyncio.sleep(pause)
 
 
 async def until_stopped(
