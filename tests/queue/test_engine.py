@@ -326,3 +326,24 @@ def test_a_wrong_password_is_refused_at_once(password_cluster: str, face: str) -
                 assert (await good.check()).schema_version == 0
 
         run_async(body)
+
+
+def test_synchronous_commit_off_applies_to_that_queue_only(pg_url: str) -> None:
+    def setting(q: jobvisor.Queue) -> str:
+        with q.transaction() as conn:
+            return str(conn.execute("SHOW synchronous_commit").fetchone()[0])
+
+    with psycopg.connect(pg_url) as plain:
+        server_default = str(plain.execute("SHOW synchronous_commit").fetchone()[0])  # type: ignore[index]
+    with jobvisor.connect(pg_url, synchronous_commit=False) as fast:
+        assert setting(fast) == "off"
+    with jobvisor.connect(pg_url) as durable:
+        assert setting(durable) == server_default
+
+    async def body() -> str:
+        q = jobvisor.connect_async(pg_url, synchronous_commit=False)
+        async with q, q.transaction() as conn:
+            cur = await conn.execute("SHOW synchronous_commit")
+            return str((await cur.fetchone())[0])
+
+    assert run_async(body) == "off"
