@@ -19,6 +19,7 @@ import pytest
 import jobvisor
 from jobvisor.queue import api, ops, sql_postgres, sql_sqlite
 from jobvisor.queue.errors import (
+    DatabaseError,
     DatabaseRefused,
     DatabaseUnavailable,
     InvalidArgument,
@@ -347,3 +348,13 @@ def test_synchronous_commit_off_applies_to_that_queue_only(pg_url: str) -> None:
             return str((await cur.fetchone())[0])
 
     assert run_async(body) == "off"
+
+
+def test_any_other_driver_error_is_a_database_error(pg_url: str) -> None:
+    with jobvisor.connect(pg_url) as q:
+        refused = pytest.raises(DatabaseError, match="DivisionByZero")
+        with refused as raised, q.transaction() as conn:
+            conn.execute("SELECT 1 / 0")
+        assert isinstance(raised.value.__cause__, psycopg.errors.DivisionByZero)
+        assert not isinstance(raised.value, DatabaseUnavailable | SchemaMissing)
+        assert q.check().schema_version == 0  # the pool's connection is usable again
