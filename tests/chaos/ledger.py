@@ -49,6 +49,7 @@ import psycopg
 
 import jobvisor
 from jobvisor.queue.api import parse_url
+from jobvisor.queue.errors import DatabaseUnavailable
 from tests.invariants import assert_invariants, query_all
 from tests.supervisor.helpers import Service, wait_until
 
@@ -235,7 +236,7 @@ class Enqueuer:
             try:
                 self.ids += q.enqueue_many(jobs)
                 return
-            except psycopg.Error:
+            except DatabaseUnavailable:
                 self.retries += 1
                 if time.monotonic() > give_up_at:
                     raise

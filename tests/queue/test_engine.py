@@ -19,6 +19,7 @@ import pytest
 import jobvisor
 from jobvisor.queue import api, ops, sql_postgres, sql_sqlite
 from jobvisor.queue.errors import (
+    DatabaseError,
     DatabaseRefused,
     DatabaseUnavailable,
     InvalidArgument,
@@ -326,3 +327,34 @@ def test_a_wrong_password_is_refused_at_once(password_cluster: str, face: str) -
                 assert (await good.check()).schema_version == 0
 
         run_async(body)
+
+
+def test_synchronous_commit_off_applies_to_that_queue_only(pg_url: str) -> None:
+    def setting(q: jobvisor.Queue) -> str:
+        with q.transaction() as conn:
+            return str(conn.execute("SHOW synchronous_commit").fetchone()[0])
+
+    with psycopg.connect(pg_url) as plain:
+        server_default = str(plain.execute("SHOW synchronous_commit").fetchone()[0])  # type: ignore[index]
+    with jobvisor.connect(pg_url, synchronous_commit=False) as fast:
+        assert setting(fast) == "off"
+    with jobvisor.connect(pg_url) as durable:
+        assert setting(durable) == server_default
+
+    async def body() -> str:
+        q = jobvisor.connect_async(pg_url, synchronous_commit=False)
+        async with q, q.transaction() as conn:
+            cur = await conn.execute("SHOW synchronous_commit")
+            return str((await cur.fetchone())[0])
+
+    assert run_async(body) == "off"
+
+
+def test_any_other_driver_error_is_a_database_error(pg_url: str) -> None:
+    with jobvisor.connect(pg_url) as q:
+        refused = pytest.raises(DatabaseError, match="DivisionByZero")
+        with refused as raised, q.transaction() as conn:
+            conn.execute("SELECT 1 / 0")
+        assert isinstance(raised.value.__cause__, psycopg.errors.DivisionByZero)
+        assert not isinstance(raised.value, DatabaseUnavailable | SchemaMissing)
+        assert q.check().schema_version == 0  # the pool's connection is usable again

@@ -404,12 +404,16 @@ class _Connecting:
         self.error: BaseException | None = None
         self.attempted = threading.Event()
 
-    def succeeded(self) -> None:
+    @contextlib.contextmanager
+    def attempt(self) -> Iterator[None]:
+        """Around one connection attempt of the pool: records its outcome."""
+        try:
+            yield
+        except Exception as exc:
+            self.error = exc
+            self.attempted.set()
+            raise
         self.connected, self.error = True, None
-        self.attempted.set()
-
-    def failed(self, exc: BaseException) -> None:
-        self.error = exc
         self.attempted.set()
 
     def raise_if_failed(self) -> None:
@@ -433,29 +437,19 @@ class _Connecting:
 
 def _recording(base: type[Any], connecting: _Connecting) -> Any:
     """`base` (a psycopg connection class) whose `connect` reports to `connecting`."""
-    connect_base = base.connect
+    connect_base = base.connect.__func__
 
     if issubclass(base, psycopg.AsyncConnection):
 
         async def connect_async(cls: Any, *args: Any, **kwargs: Any) -> Any:
-            try:
-                conn = await connect_base.__func__(cls, *args, **kwargs)
-            except Exception as exc:
-                connecting.failed(exc)
-                raise
-            connecting.succeeded()
-            return conn
+            with connecting.attempt():
+                return await connect_base(cls, *args, **kwargs)
 
         return type(base.__name__, (base,), {"connect": classmethod(connect_async)})
 
     def connect(cls: Any, *args: Any, **kwargs: Any) -> Any:
-        try:
-            conn = connect_base.__func__(cls, *args, **kwargs)
-        except Exception as exc:
-            connecting.failed(exc)
-            raise
-        connecting.succeeded()
-        return conn
+        with connecting.attempt():
+            return connect_base(cls, *args, **kwargs)
 
     return type(base.__name__, (base,), {"connect": classmethod(connect)})
 
@@ -572,8 +566,8 @@ PG_ASYNC_COMMIT: Final[LiteralString] = "SET synchronous_commit = off"
 PG_POOL_KWARGS: dict[str, Any] = {"autocommit": True}
 
 
-def _pg_setup(synchronous_commit: bool) -> tuple[LiteralString, ...]:
-    return (PG_SESSION_SETUP,) if synchronous_commit else (PG_SESSION_SETUP, PG_ASYNC_COMMIT)
+def _pg_setup(synchronous_commit: bool) -> LiteralString:
+    return PG_SESSION_SETUP if synchronous_commit else PG_SESSION_SETUP + "; " + PG_ASYNC_COMMIT
 
 
 class PostgresRunner:
@@ -589,8 +583,7 @@ class PostgresRunner:
         setup = _pg_setup(synchronous_commit)
 
         def configure(conn: psycopg.Connection[Any]) -> None:
-            for statement in setup:
-                conn.execute(statement)
+            conn.execute(setup)
             conn.commit()
 
         self.pool = ConnectionPool(
@@ -657,8 +650,7 @@ class AsyncPostgresRunner:
         setup = _pg_setup(synchronous_commit)
 
         async def configure(conn: psycopg.AsyncConnection[Any]) -> None:
-            for statement in setup:
-                await conn.execute(statement)
+            await conn.execute(setup)
             await conn.commit()
 
         self.pool = AsyncConnectionPool(
