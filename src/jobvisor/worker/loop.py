@@ -128,6 +128,13 @@ def error_text(exc: BaseException) -> str:
     return head + ("\n" + "".join(traceback.format_list(frames)).rstrip() if frames else "")
 
 
+class StopReason(enum.StrEnum):
+    """Why the worker cancelled a running job."""
+
+    LEASE_LOST = "lease_lost"  # someone else holds it now: its result is dropped
+    DRAIN = "drain"  # the stop's deadline passed: it is released
+
+
 class _Running:
     """A job whose handler is running."""
 
@@ -138,13 +145,6 @@ class _Running:
         self.handler = handler
         self.task: asyncio.Task[None] | None = None
         self.stop_reason: StopReason | None = None  # set when we cancel it
-
-
-class StopReason(enum.StrEnum):
-    """Why the worker cancelled a running job."""
-
-    LEASE_LOST = "lease_lost"  # someone else holds it now: its result is dropped
-    DRAIN = "drain"  # the stop's deadline passed: it is released
 
 
 # What a job task hands to the flush: (kind, job, argument); completions and
