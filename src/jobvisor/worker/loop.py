@@ -312,11 +312,15 @@ class Worker:
         return asyncio.create_task(self._supervised(loop, body), name=loop.value)
 
     async def _supervised(self, loop: Loop, body: Awaitable[None]) -> None:
-        """Run one loop; if anything escapes it, log it and stop the worker."""
+        """Run one loop; if anything escapes it, or it ends before a stop,
+        log it and stop the worker."""
         try:
             await body
         except Exception as exc:
             self._give_up(loop, exc)
+        else:
+            if not self.stopping:  # only claim and flush end, and only once stopping
+                self._give_up(loop, RuntimeError(f"the {loop} loop ended on its own"))
 
     def _give_up(self, loop: Loop, exc: Exception) -> None:
         error = exc.__cause__ if isinstance(exc, LoopFailed) and exc.__cause__ else exc
