@@ -556,8 +556,7 @@ class Supervisor:
         worker.last_message_at = now
         kind = message.get("t")
         if kind == "hb":
-            unhealthy = message.get("unhealthy")
-            worker.unhealthy = [str(n) for n in unhealthy] if isinstance(unhealthy, list) else []
+            worker.unhealthy = protocol.unhealthy_loops(message)
         elif kind == "job":
             job_id, hard = message.get("id"), message.get("hard")
             if isinstance(job_id, str) and isinstance(hard, int | float) and hard > 0:
