@@ -721,6 +721,8 @@ class Worker:
             held = list(self._held.values())
             delay = interval
             if not held:
+                if self._failing:  # nothing left to renew: nothing failing either
+                    self._recovered(Loop.RENEW)
                 continue
             try:
                 lost = await self.queue.renew_many(held, lease=self.lease)
