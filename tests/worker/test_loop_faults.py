@@ -144,3 +144,27 @@ def test_an_unreachable_database_is_waited_out_past_the_limit_and_stays_healthy(
     finally:
         queue.close()
     assert_invariants(pg_url)
+
+
+def test_renewals_failing_until_nothing_is_held_leave_no_failing_loop(
+    url: str, migrated: Queue, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    fault = tmp_path / "fault"
+    fault.touch()  # never removed: every renewal fails
+    with faulty_worker(monkeypatch, url, "renew", "may_pass", fault, lease=RENEW_LEASE) as worker:
+        worker.wait_started()
+        ids = enqueue_for(migrated, "renew", tmp_path)  # done before their leases expire
+        worker.wait_log("worker.renew_failed", level="error", fault="may_pass")
+        wait_until(lambda: reported_unhealthy(worker, "renew"), "a heartbeat naming renew")
+        wait_until(
+            lambda: migrated.summary().count(JobStatus.COMPLETED) == len(ids),
+            f"all {len(ids)} jobs completed",
+        )
+        # With nothing held, nothing is failing: the worker is healthy again.
+        worker.wait_log("worker.renew_restored")
+        hb_count = len(worker.control("hb"))
+        wait_until(lambda: len(worker.control("hb")) > hb_count, "a later heartbeat")
+        assert not worker.control("hb")[-1].get("unhealthy")
+        assert fault.exists()
+        assert worker.stop() == ExitCode.OK, worker.tail()
+    assert_invariants(url)

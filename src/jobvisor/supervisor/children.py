@@ -150,8 +150,7 @@ class WorkerProcess:
         self.last_message_at = now
         kind, job_id = message.get("t"), message.get("id")
         if kind == "hb":
-            unhealthy = message.get("unhealthy")
-            self.unhealthy = [str(n) for n in unhealthy] if isinstance(unhealthy, list) else []
+            self.unhealthy = protocol.unhealthy_loops(message)
         elif kind == "job" and isinstance(job_id, str):
             hard = message.get("hard")
             if isinstance(hard, int | float) and hard > 0:

@@ -129,6 +129,13 @@ def error_text(exc: BaseException) -> str:
     return head + ("\n" + "".join(traceback.format_list(frames)).rstrip() if frames else "")
 
 
+class StopReason(enum.StrEnum):
+    """Why the worker cancelled a running job."""
+
+    LEASE_LOST = "lease_lost"  # someone else holds it now: its result is dropped
+    DRAIN = "drain"  # the stop's deadline passed: it is released
+
+
 class _Running:
     """A job whose handler is running."""
 
@@ -139,13 +146,6 @@ class _Running:
         self.handler = handler
         self.task: asyncio.Task[None] | None = None
         self.stop_reason: StopReason | None = None  # set when we cancel it
-
-
-class StopReason(enum.StrEnum):
-    """Why the worker cancelled a running job."""
-
-    LEASE_LOST = "lease_lost"  # someone else holds it now: its result is dropped
-    DRAIN = "drain"  # the stop's deadline passed: it is released
 
 
 # What a job task hands to the flush: (kind, job, argument); completions and
@@ -313,11 +313,15 @@ class Worker:
         return asyncio.create_task(self._supervised(loop, body), name=loop.value)
 
     async def _supervised(self, loop: Loop, body: Awaitable[None]) -> None:
-        """Run one loop; if anything escapes it, log it and stop the worker."""
+        """Run one loop; if anything escapes it, or it ends before a stop,
+        log it and stop the worker."""
         try:
             await body
         except Exception as exc:
             self._give_up(loop, exc)
+        else:
+            if not self.stopping:  # only claim and flush end, and only once stopping
+                self._give_up(loop, RuntimeError(f"the {loop} loop ended on its own"))
 
     def _give_up(self, loop: Loop, exc: Exception) -> None:
         error = exc.__cause__ if isinstance(exc, LoopFailed) and exc.__cause__ else exc
@@ -718,6 +722,8 @@ class Worker:
             held = list(self._held.values())
             delay = interval
             if not held:
+                if self._failing:  # nothing left to renew: nothing failing either
+                    self._recovered(Loop.RENEW)
                 continue
             try:
                 lost = await self.queue.renew_many(held, lease=self.lease)

@@ -139,6 +139,13 @@ def decode_lines(buffer: bytearray) -> list[dict[str, Any]]:
     return messages
 
 
+def unhealthy_loops(heartbeat: Mapping[str, Any]) -> list[str]:
+    """The loops a heartbeat names as failing (none when it names none, or
+    names them in a shape this version does not know)."""
+    loops = heartbeat.get("unhealthy")
+    return [str(name) for name in loops] if isinstance(loops, list) else []
+
+
 class ControlChannel:
     """The worker's side of the pipe; a no-op when running standalone."""
 
