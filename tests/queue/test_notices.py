@@ -49,8 +49,9 @@ def test_postgres_notices_arrive_and_survive_a_cut_connection(pg_url: str) -> No
         got: list[Notice] = []
         async with jobvisor.connect_async(pg_url) as q:
             notices = q.notifications(queues=["mail"])
-            first = asyncio.ensure_future(_next(notices))
+            got.append(await _next(notices))  # missed: listening begins
             pid = await _until_listening(pg_url)
+            first = asyncio.ensure_future(_next(notices))
             await q.enqueue("t", queue="other")  # not one of ours: filtered out
             await q.enqueue("t", queue="mail")
             got.append(await first)
@@ -63,7 +64,8 @@ def test_postgres_notices_arrive_and_survive_a_cut_connection(pg_url: str) -> No
             await notices.aclose()
         return got
 
-    job, missed, again = run_async(body)
+    began, job, missed, again = run_async(body)
+    assert began.kind == NoticeKind.MISSED
     assert job == Notice(NoticeKind.JOB, "mail")
     assert missed.kind == NoticeKind.MISSED
     assert again == Notice(NoticeKind.JOB, "mail")
@@ -76,6 +78,8 @@ def test_sqlite_notices_arrive_after_an_enqueue(sqlite_url: str) -> None:
     async def body() -> Notice:
         async with jobvisor.connect_async(sqlite_url) as q:
             notices = q.notifications()
+            began = await _next(notices)
+            assert began.kind == NoticeKind.MISSED  # polling begins: look once
             waiting = asyncio.ensure_future(_next(notices))
             # The poll notices a commit made after its first look; enqueue
             # until it has had that look.

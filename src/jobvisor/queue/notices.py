@@ -24,8 +24,9 @@ import psycopg
 from ..backoff import backoff
 from ..log import get_logger
 from . import sql_postgres
-from .engine import SqliteRunner, driver_text, refused_by_server, wrap_sqlite
+from .engine import SqliteRunner, driver_text, refused_by_server, wrap_postgres, wrap_sqlite
 from .errors import DatabaseRefused, JobvisorError
+from .faults import Fault, classify
 
 log = get_logger("queue")
 
@@ -88,11 +89,13 @@ MISSED: Final = Notice(NoticeKind.MISSED)
 async def listen_postgres(
     conninfo: str, queues: Sequence[str] | None
 ) -> AsyncGenerator[Notice, None]:
-    """LISTEN on a connection of its own; after a reconnect, a `missed`.
+    """LISTEN on a connection of its own; a `missed` each time listening
+    begins (the first time too: what happened before was not heard).
 
-    The connection is retried with backoff for as long as the caller
-    iterates, except when the server refuses it before it ever succeeded
-    (`DatabaseRefused`: a wrong password does not pass with time)."""
+    While the database cannot be reached (`faults.Fault.UNREACHABLE`) the
+    connection is retried with backoff for as long as the caller iterates;
+    any other error is raised, wrapped (`DatabaseRefused` when the server
+    refused the first connection: a wrong password does not pass with time)."""
     failures = 0
     listened = False
     while True:
@@ -105,21 +108,25 @@ async def listen_postgres(
                 raise DatabaseRefused(
                     f"the server refused the connection ({driver_text(exc)})"
                 ) from exc
+            if classify(exc) is not Fault.UNREACHABLE:
+                raise wrap_postgres(exc) from exc
             failures += 1
             await _pause("queue.listen_failed", exc, failures)
             continue
         try:
             async with conn:
                 await conn.execute(sql_postgres.LISTEN)
-                if failures or listened:
+                if failures:
                     log.info("queue.listen_restored")
-                    yield MISSED
+                yield MISSED
                 failures, listened = 0, True
                 async for notify in conn.notifies():
                     notice = Notice.parse(notify.payload)
                     if notice.concerns(queues):
                         yield notice
         except psycopg.Error as exc:
+            if classify(exc) is not Fault.UNREACHABLE:
+                raise wrap_postgres(exc) from exc
             failures += 1
             await _pause("queue.listen_lost", exc, failures)
 
@@ -133,7 +140,8 @@ async def _pause(event: str, exc: BaseException, failures: int) -> None:
 async def poll_sqlite(path: str, queues: Sequence[str] | None) -> AsyncGenerator[Notice, None]:
     """A `job` notice (queue None) whenever another connection committed to
     the file (`PRAGMA data_version`), polled every 5 ms just after a change and
-    backing off to 100 ms while nothing happens; a `missed` after an error."""
+    backing off to 100 ms while nothing happens; a `missed` when polling
+    begins, and again after an error."""
     runner = SqliteRunner(path)
     conn: sqlite3.Connection | None = None
     seen: int | None = None
@@ -153,7 +161,7 @@ async def poll_sqlite(path: str, queues: Sequence[str] | None) -> AsyncGenerator
                 error = wrap_sqlite(exc) if isinstance(exc, sqlite3.Error) else exc
                 await _pause("queue.poll_failed", error, failures)
                 continue
-            if failures:
+            if failures or seen is None:
                 failures = 0
                 yield MISSED
             if seen is not None and version != seen:

@@ -16,7 +16,8 @@ from ..config import Config
 from ..log import get_logger
 from ..metrics import Metrics
 from ..queue.api import AsyncQueue
-from ..queue.errors import DatabaseUnavailable, JobNotFound
+from ..queue.errors import DatabaseRefused, JobNotFound, SchemaMissing
+from ..queue.faults import Fault, classify
 from ..queue.model import JobStatus, Summary
 from .maintenance import (
     Cleaner,
@@ -45,17 +46,12 @@ def error_text(exc: BaseException) -> str:
 
 def may_pass(exc: BaseException) -> bool:
     """Whether a database error looks like an outage a retry may outlast: the
-    server unreachable, a broken connection, a timeout, a locked SQLite file.
-    The driver's own classes are not imported here: PostgreSQL's operational
-    errors (the pool's timeout is one) are recognised by their family."""
-    if isinstance(exc, DatabaseUnavailable | TimeoutError | OSError):
-        return True
-    for cls in type(exc).__mro__:
-        if cls.__name__ == "OperationalError" and cls.__module__.startswith("psycopg"):
-            return True
-        if cls.__name__ == "OperationalError" and cls.__module__ == "sqlite3":
-            return "locked" in str(exc) or "busy" in str(exc)
-    return False
+    server unreachable, a broken connection, a timeout, a read-only or locked
+    database (`queue.faults`). A refused connection (a wrong password) and a
+    missing schema do not pass with time."""
+    if isinstance(exc, DatabaseRefused | SchemaMissing):
+        return False
+    return isinstance(exc, TimeoutError | OSError) or classify(exc) is not Fault.PERMANENT
 
 
 def start_maintenance(

@@ -45,7 +45,6 @@ import contextvars
 import enum
 import logging
 import os
-import sqlite3
 import threading
 import time
 import traceback
@@ -53,36 +52,24 @@ import uuid
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, Final, Literal
 
-import psycopg
-
 from .. import tracing
 from ..backoff import backoff
 from ..log import get_logger
 from ..metrics import WorkerMetrics
-from ..queue.api import AsyncQueue, parse_url
+from ..queue.api import AsyncQueue
 from ..queue.correlation import correlation_id_var
-from ..queue.errors import DatabaseUnavailable, LeaseLost
+from ..queue.errors import LeaseLost
 from ..queue.faults import Fault, classify
 from ..queue.model import Job, JobStatus
+from ..queue.notices import NoticeKind
 from .protocol import HEARTBEAT_INTERVAL, ControlChannel, Outcome
 from .registry import Cancel, Handler, JobContext, Registry, Snooze
 
 log = get_logger("worker")
 
-# Errors that mean "the database is unreachable or busy right now", for the
-# boot check in `__main__` (the loops classify with `queue.faults`).
-DB_ERRORS: Final = (
-    DatabaseUnavailable,
-    psycopg.OperationalError,
-    psycopg.InterfaceError,
-    psycopg.errors.TransactionRollback,
-    sqlite3.OperationalError,
-)
-
 MIN_POLL: Final = 0.005  # the first poll after work was found
 SQLITE_MAX_POLL: Final = 0.1  # SQLite has no NOTIFY: stay responsive
 TRACEBACK_FRAMES: Final = 8  # frames kept in last_error
-LISTEN_CHANNEL_SQL: Final = "LISTEN jobvisor"  # JOB_NOTIFY's channel in sql_postgres
 
 
 # How long a loop may keep failing with an error that may pass (a read-only
@@ -196,8 +183,8 @@ class Worker:
         self.shutdown_timeout = shutdown_timeout
         self.fault_limit = fault_limit
         self.channel = channel or ControlChannel(None)
-        engine, target = parse_url(queue.url)
-        self._listen_url = target if engine == "postgres" else None
+        engine = queue.engine
+        self._listens = engine == "postgres"  # SQLite's claim loop polls often enough
         sqlite_poll = min(poll_interval, SQLITE_MAX_POLL)
         self._max_poll = poll_interval if engine == "postgres" else sqlite_poll
         watch = self.channel.fd is not None if watch_parent is None else watch_parent
@@ -274,7 +261,7 @@ class Worker:
             self._supervise(Loop.RENEW, self._renew_loop()),
             self._supervise(Loop.HEARTBEAT, self._heartbeat_loop()),
         ]
-        if self._listen_url is not None:
+        if self._listens:
             helpers.append(self._supervise(Loop.LISTEN, self._listen_loop()))
         flusher = self._supervise(Loop.FLUSH, self._flush_loop())
         claimer = self._supervise(Loop.CLAIM, self._claim_loop())
@@ -442,21 +429,17 @@ class Worker:
             pass
 
     async def _listen_loop(self) -> None:
-        """LISTEN for new jobs on a connection of its own; every (re)connect
-        is followed by a claim, since notifications sent meanwhile are lost."""
-        assert self._listen_url is not None
+        """Wake the claim loop on every notice of a new job; a `missed` notice
+        (listening began, or began again after the connection broke) is
+        followed by a claim too, since notices sent meanwhile are lost. The
+        queue reconnects by itself while the database is unreachable; any
+        other error reaches this loop's supervision."""
         while True:
             try:
-                conn = await psycopg.AsyncConnection.connect(
-                    self._listen_url, autocommit=True, connect_timeout=10
-                )
-                async with conn:
-                    await conn.execute(LISTEN_CHANNEL_SQL)
-                    self._recovered(Loop.LISTEN)
+                async for notice in self.queue.notifications(self.queues or None):
+                    if notice.kind == NoticeKind.MISSED:
+                        self._recovered(Loop.LISTEN)
                     self._wake.set()
-                    async for notify in conn.notifies():
-                        if not self.queues or notify.payload in self.queues:
-                            self._wake.set()
             except Exception as exc:
                 delay = self._retry_in(
                     Loop.LISTEN, exc, base=LISTEN_RETRY_BASE, cap=LISTEN_RETRY_CAP
