@@ -116,4 +116,4 @@ def test_a_postgresql_restart_mid_run(
     outcome = assert_chaos_invariants(url, ids, [service])
     print(f"{RESTARTS} PostgreSQL restarts: {outcome}")
     assert outcome.statuses == {"completed": len(ids)}
-    assert service.events("worker.listen_lost")  # the restart was felt
+    assert service.events("queue.listen_lost")  # the restart was felt

@@ -66,8 +66,8 @@ def test_terminated_connections_are_survived_and_nothing_is_lost(
             # the listener, or both may be hit; whatever is hit must recover.
             assert terminate_other_backends(pg_url) >= 1
             ids.append(pg_queue.enqueue("ok"))  # enqueued while the worker reconnects
-        worker.wait_log("worker.listen_lost")
-        worker.wait_log("worker.listen_restored")
+        worker.wait_log("queue.listen_lost")
+        worker.wait_log("queue.listen_restored")
         wait_until(lambda: pg_queue.summary().count(JobStatus.COMPLETED) == len(ids),
                    f"all {len(ids)} jobs completed")  # fmt: skip
         late = pg_queue.enqueue("ok")  # after recovery: found by NOTIFY, not the 60s poll
