@@ -229,3 +229,18 @@ def test_the_cli_error_after_the_pool_gave_up_shows_no_password(tmp_path: Path) 
     assert done.returncode == 1
     assert "jobvisor status: error:" in done.stderr.splitlines()[-1]
     assert SECRET not in done.stdout + done.stderr
+
+
+@pytest.mark.parametrize("command", [COMMAND, MODULE], ids=["jobvisor-run", "module"])
+def test_a_missing_url_file_is_one_line_and_exit_78(
+    command: tuple[str, ...], tmp_path: Path
+) -> None:
+    missing = tmp_path / "no-such-url"
+    env = env_without_url(JOBVISOR_DATABASE_URL_FILE=str(missing))
+    done = subprocess.run(
+        command, env=env, cwd=tmp_path, capture_output=True, text=True, timeout=60, check=False
+    )
+    assert done.returncode == EX_CONFIG
+    (line,) = done.stderr.splitlines()
+    assert "JOBVISOR_DATABASE_URL_FILE" in line and str(missing) in line
+    assert not (tmp_path / "jobvisor.db").exists()  # not the default database instead
