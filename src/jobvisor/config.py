@@ -12,9 +12,9 @@ import sys
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from .queue.api import parse_url
+from .queue.api import parse_url, redact_url
 from .queue.errors import InvalidArgument, JobvisorError
-from .queue.redact import redact_text, redact_url, secrets_of
+from .queue.redact import redact_text, secrets_of
 
 EX_CONFIG = 78
 ENV_PREFIX = "JOBVISOR_"

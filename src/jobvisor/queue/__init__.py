@@ -1,6 +1,6 @@
 """The durable queue: jobs as rows in PostgreSQL or SQLite."""
 
-from .api import AsyncQueue, Queue, connect, connect_async
+from .api import AsyncQueue, Queue, connect, connect_async, redact_url
 from .correlation import correlation_scope, current_correlation_id
 from .errors import (
     DatabaseError,
@@ -13,7 +13,6 @@ from .errors import (
     SchemaMissing,
 )
 from .model import Job, JobStatus, NewJob, RetryPolicy, Summary, TypeRequeue
-from .redact import redact_url
 
 __all__ = [
     "AsyncQueue",

@@ -25,7 +25,8 @@ from .engine import (
 )
 from .errors import InvalidArgument
 from .model import DEFAULT_RETRY, RetryPolicy
-from .redact import redact_text, redact_url, remember_secrets
+from .redact import redact_text, remember_secrets
+from .redact import redact_url as redact_url  # noqa: PLC0414 - re-exported, callers import it here
 
 P = ParamSpec("P")
 T = TypeVar("T")

@@ -74,9 +74,8 @@ from ..config import SETTINGS, Config, ConfigError
 from ..http import HttpServer, start_http_server
 from ..log import get_logger, setup_logging
 from ..metrics import Metrics
-from ..queue.api import AsyncQueue, connect_async
+from ..queue.api import AsyncQueue, connect_async, redact_url
 from ..queue.model import JobStatus, Summary
-from ..queue.redact import redact_url
 from ..worker import protocol
 from . import children
 from .children import WorkerProcess
