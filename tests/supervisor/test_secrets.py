@@ -69,12 +69,15 @@ def cmdlines(pids: set[int]) -> dict[int, str]:
 
 # --- jobvisor config -------------------------------------------------------------
 
-FORMS = [
-    f"postgresql://u:{SECRET}@db.example/app",
-    f"postgresql://u@db.example/app?sslmode=require&password={SECRET}",
+MALFORMED_FORMS = [
     f"postgresql://u:{SECRET}%zz@db.example/app",
     f"postgresql:/u:{SECRET}@db.example/app",
     f"postgresql://u:{SECRET}@[::1/app",
+]
+FORMS = [
+    f"postgresql://u:{SECRET}@db.example/app",
+    f"postgresql://u@db.example/app?sslmode=require&password={SECRET}",
+    *MALFORMED_FORMS,
 ]
 
 
@@ -96,10 +99,14 @@ def test_jobvisor_config_masks_the_password(url: str, given_by: str, tmp_path: P
             [*args, *extra], env=env, cwd=tmp_path, capture_output=True, text=True,
             timeout=60, check=False,
         )  # fmt: skip
+        assert SECRET not in done.stdout + done.stderr
+        if url in MALFORMED_FORMS and done.returncode == EX_CONFIG:  # refused: libpq's check
+            (line,) = done.stderr.splitlines()
+            assert "database_url" in line.lower().replace("-", "_")  # the flag, variable or file
+            continue
         assert done.returncode == 0, done.stderr
         assert "JOBVISOR_DATABASE_URL" in done.stdout and "***" in done.stdout
         assert given_by in done.stdout  # the source
-        assert SECRET not in done.stdout + done.stderr
 
 
 # --- the exit-78 line --------------------------------------------------------------
@@ -197,11 +204,12 @@ def read_until(proc: subprocess.Popen[str], lines: list[str], done: Callable[[],
 
 @pytest.mark.parametrize("url", MALFORMED)
 @pytest.mark.parametrize("entry", ["run", "cli"])
-def test_the_pool_retrying_a_malformed_url_never_prints_it(
+def test_a_malformed_url_retried_or_refused_is_never_printed(
     url: str, entry: str, tmp_path: Path
 ) -> None:
     """Both through the supervisor's JSON log and through the CLI's plain stderr
-    (where no logging is set up), while the pool retries: several warnings."""
+    (where no logging is set up): while the pool retries (several warnings
+    quoting what libpq could not read), or when the URL is refused at once."""
     if entry == "run":
         args = [*COMMAND, "--database-url", url]
         env = env_without_url()
@@ -215,8 +223,9 @@ def test_the_pool_retrying_a_malformed_url_never_prints_it(
     lines: list[str] = []
     read_until(proc, lines, lambda: sum("error connecting" in x for x in lines) >= 3)
     out = "".join(lines)
-    assert sum("error connecting" in x for x in lines) >= 3, out
-    assert "***" in out
+    retried = sum("error connecting" in x for x in lines) >= 3
+    assert retried or proc.returncode not in (0, None), out
+    assert "***" in out  # the URL, or what libpq quoted of it, is shown masked
     assert SECRET not in out
 
 
@@ -226,6 +235,21 @@ def test_the_cli_error_after_the_pool_gave_up_shows_no_password(tmp_path: Path) 
         env=env_without_url(), cwd=tmp_path, capture_output=True, text=True, timeout=120,
         check=False,
     )  # fmt: skip
-    assert done.returncode == 1
-    assert "jobvisor status: error:" in done.stderr.splitlines()[-1]
+    assert done.returncode in (1, EX_CONFIG)  # the pool gave up, or libpq refused it at once
+    assert "***" in done.stderr
     assert SECRET not in done.stdout + done.stderr
+
+
+@pytest.mark.parametrize("command", [COMMAND, MODULE], ids=["jobvisor-run", "module"])
+def test_a_missing_url_file_is_one_line_and_exit_78(
+    command: tuple[str, ...], tmp_path: Path
+) -> None:
+    missing = tmp_path / "no-such-url"
+    env = env_without_url(JOBVISOR_DATABASE_URL_FILE=str(missing))
+    done = subprocess.run(
+        command, env=env, cwd=tmp_path, capture_output=True, text=True, timeout=60, check=False
+    )
+    assert done.returncode == EX_CONFIG
+    (line,) = done.stderr.splitlines()
+    assert "JOBVISOR_DATABASE_URL_FILE" in line and str(missing) in line
+    assert not (tmp_path / "jobvisor.db").exists()  # not the default database instead
