@@ -240,7 +240,7 @@ def test_the_payload_size_limit_comes_from_the_environment(
         (lambda q: q.cleanup(1e308), "older_than=1e+308"),
         (lambda q: q.cleanup({"dead": 1e12}), "older_than[dead]=1000000000000.0"),
         (lambda q: q.cleanup(1, batch_size=2**63), "batch_size=9223372036854775808"),
-        (lambda q: q.release_worker("w" * 300), "worker_id='wwww"),
+        (lambda q: q.requeue_crashed("w" * 300), "worker_id='wwww"),
         (
             lambda q: q.dead.requeue_type("t", run_at=dt.datetime(10, 1, 1, tzinfo=UTC)),
             "run_at=datetime.datetime(10, 1, 1",

@@ -20,7 +20,7 @@ State: RUNNING → STOPPING → STOPPED. Nothing is started once STOPPING.
   by a reload, not yet in a slot) and *retiring* workers (told to stop by a
   reload or SIGTTOU); their exit is expected and never respawned.
 - Requeue at once. When any worker has exited, its jobs are handed back with
-  `release_worker` (attempt counted: a job that kills its worker ends `dead`
+  `requeue_crashed` (attempt counted: a job that kills its worker ends `dead`
   after `max_attempts`), right after the exit is reaped, so nothing waits for
   the lease to expire and no live process can still complete them. When the
   supervisor killed it for a job past its hard limit, that job alone is
@@ -468,7 +468,7 @@ class Supervisor:
             self._crashed(slot)
         else:
             # Booted, then died: charged to the service only if it held no job
-            # (known once release_worker has answered; a failed requeue counts).
+            # (known once requeue_crashed has answered; a failed requeue counts).
             self._schedule_restart(slot)
             requeue.add_done_callback(lambda task: self._charge_unless_jobs(worker, task))
 

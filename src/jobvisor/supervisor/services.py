@@ -34,7 +34,7 @@ PING_INTERVAL: Final = 1.0  # /readyz follows the database within a few seconds
 PING_TIMEOUT: Final = 2.0
 READY_WINDOW: Final = 5.0  # /readyz: the database answered this recently
 NO_JOB: Final = uuid.UUID(int=0)  # a read by primary key that finds nothing
-REQUEUE_TIMEOUT: Final = 10.0  # one release_worker call
+REQUEUE_TIMEOUT: Final = 10.0  # one requeue_crashed call
 REQUEUE_PATIENCE: Final = 60.0  # retrying it; then the lease reaper takes over
 
 log = get_logger("supervisor")
@@ -154,7 +154,7 @@ async def requeue_jobs(
     culprit: str | None,
     stopped: Callable[[], bool],
 ) -> int | None:
-    """Hand back a dead worker's jobs: `release_worker`, retried while the
+    """Hand back a dead worker's jobs: `requeue_crashed`, retried while the
     database is away (until `REQUEUE_PATIENCE`, or `stopped()`); the lease
     reaper is the fallback if it stays away. With a `culprit` (the job past
     its hard limit), only that job is charged; the jobs beside it go back
@@ -164,7 +164,7 @@ async def requeue_jobs(
     attempt = 0
     while True:
         try:
-            release = queue.release_worker(worker_id, error=error, culprit=culprit)
+            release = queue.requeue_crashed(worker_id, error=error, culprit=culprit)
             count = await asyncio.wait_for(release, REQUEUE_TIMEOUT)
         except Exception as exc:
             attempt += 1

@@ -7,7 +7,7 @@ The supervisor starts each worker as a fresh interpreter:
 with the service's settings in its environment (`Config.to_env()`), plus:
 
 - `JOBVISOR_WORKER_ID`: the random id of this incarnation (`new_worker_id()`);
-  every claim the worker makes carries it, so `release_worker` finds its jobs.
+  every claim the worker makes carries it, so `requeue_crashed` finds its jobs.
 - `JOBVISOR_CONTROL_FD`: the write end of a pipe inherited by the worker.
 
 The worker writes one JSON object per line to that pipe, each one of the
