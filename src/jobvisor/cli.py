@@ -265,8 +265,7 @@ def _job_from_line(line: str, number: int, max_payload_bytes: int) -> NewJob:
         item["run_at"] = _parse_run_at(item["run_at"], f"{where}: run_at")
     try:
         job = NewJob.build(**item)
-        validate.payload_size("payload", item.get("payload"), job.payload_bytes,
-                              max_payload_bytes)  # fmt: skip
+        validate.payload_size("payload", item.get("payload"), job.payload_bytes, max_payload_bytes)
     except InvalidArgument as exc:
         raise UsageError(f"{where}: {exc}") from None
     return job
@@ -302,8 +301,9 @@ def cmd_enqueue(args: argparse.Namespace, config: Config) -> int:
         options["run_at"] = _parse_run_at(args.run_at, "--run-at")
     try:
         job = NewJob.build(args.job_type, **options)
-        validate.payload_size("payload", options.get("payload"), job.payload_bytes,
-                              config.max_payload_bytes)  # fmt: skip
+        validate.payload_size(
+            "payload", options.get("payload"), job.payload_bytes, config.max_payload_bytes
+        )
     except InvalidArgument as exc:
         raise UsageError(str(exc)) from None
     with _queue(config) as q:
@@ -383,10 +383,16 @@ def cmd_dead_list(args: argparse.Namespace, config: Config) -> int:
         print("no dead jobs" + (f" of type {args.type!r}" if args.type else ""))
         return EXIT_OK
     rows = [
-        [str(j.id), j.job_type, j.queue, f"{j.attempts}/{j.max_attempts}",
-         _when(j.finished_at), _one_line(j.last_error, 60)]
+        [
+            str(j.id),
+            j.job_type,
+            j.queue,
+            f"{j.attempts}/{j.max_attempts}",
+            _when(j.finished_at),
+            _one_line(j.last_error, 60),
+        ]
         for j in jobs
-    ]  # fmt: skip
+    ]
     print(_table(["id", "type", "queue", "attempts", "died", "last error"], rows))
     print(f"\nshowing {len(jobs)} of {total} dead job{'s' if total != 1 else ''}")
     return EXIT_OK
@@ -478,13 +484,19 @@ def cmd_dead_requeue(args: argparse.Namespace, config: Config) -> int:
         result = q.dead.requeue_type(job_type)
         return result.requeued, result.held
 
-    return _bulk(args, config, verb="requeue", action=lambda q, i: q.dead.requeue(i),
-                 of_type=of_type)  # fmt: skip
+    return _bulk(
+        args, config, verb="requeue", action=lambda q, i: q.dead.requeue(i), of_type=of_type
+    )
 
 
 def cmd_dead_discard(args: argparse.Namespace, config: Config) -> int:
-    return _bulk(args, config, verb="discard", action=lambda q, i: q.dead.discard(i),
-                 of_type=lambda q, t: (q.dead.discard_type(t), ()))  # fmt: skip
+    return _bulk(
+        args,
+        config,
+        verb="discard",
+        action=lambda q, i: q.dead.discard(i),
+        of_type=lambda q, t: (q.dead.discard_type(t), ()),
+    )
 
 
 def cmd_cancel(args: argparse.Namespace, config: Config) -> int:
@@ -558,9 +570,11 @@ def _seconds(text: str) -> float:
 
 def _database_flag(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
-        "--database-url", dest=FLAG_DEST + "database_url", metavar="URL",
+        "--database-url",
+        dest=FLAG_DEST + "database_url",
+        metavar="URL",
         help="the database (default: $JOBVISOR_DATABASE_URL, else sqlite:///jobvisor.db)",
-    )  # fmt: skip
+    )
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -577,9 +591,13 @@ def build_parser() -> argparse.ArgumentParser:
 
     def command(name: str, help: str, func: Callable[..., int], **kw: Any) -> _Parser:
         sub: _Parser = commands.add_parser(
-            name, help=help, description=help, epilog=EXIT_CODES_HELP,
-            formatter_class=argparse.RawDescriptionHelpFormatter, **kw,
-        )  # fmt: skip
+            name,
+            help=help,
+            description=help,
+            epilog=EXIT_CODES_HELP,
+            formatter_class=argparse.RawDescriptionHelpFormatter,
+            **kw,
+        )
         sub.set_defaults(func=func)
         return sub
 
@@ -611,20 +629,25 @@ def build_parser() -> argparse.ArgumentParser:
     enqueue.add_argument("--dedupe-key", metavar="KEY", help="at most one live job per key")
     enqueue.add_argument("--correlation-id", metavar="ID", help="carried into logs")
     enqueue.add_argument(
-        "--file", metavar="PATH",
-        help="JSON lines, one job per line with the keys " + ", ".join(ENQUEUE_KEYS)
+        "--file",
+        metavar="PATH",
+        help="JSON lines, one job per line with the keys "
+        + ", ".join(ENQUEUE_KEYS)
         + "; - reads stdin. Every line is checked before anything is written, and all "
         "go in one transaction",
-    )  # fmt: skip
+    )
 
     status = command("status", "job counts by queue and status, oldest pending age", cmd_status)
     _database_flag(status)
     status.add_argument("--json", action="store_true", help="one JSON object")
     status.add_argument(
-        "--watch", type=_seconds, nargs="?",
-        const=DEFAULT_WATCH_INTERVAL, metavar="SECONDS",
+        "--watch",
+        type=_seconds,
+        nargs="?",
+        const=DEFAULT_WATCH_INTERVAL,
+        metavar="SECONDS",
         help=f"repeat every SECONDS (default {DEFAULT_WATCH_INTERVAL:g}) until Ctrl-C",
-    )  # fmt: skip
+    )
 
     dead = command("dead", "inspect, requeue or discard jobs that ran out of attempts", _no_op)
     dead_commands = dead.add_subparsers(dest="dead_command", metavar="ACTION", parser_class=_Parser)
@@ -632,9 +655,12 @@ def build_parser() -> argparse.ArgumentParser:
 
     def dead_command(name: str, help: str, func: Callable[..., int]) -> _Parser:
         sub: _Parser = dead_commands.add_parser(
-            name, help=help, description=help, epilog=EXIT_CODES_HELP,
+            name,
+            help=help,
+            description=help,
+            epilog=EXIT_CODES_HELP,
             formatter_class=argparse.RawDescriptionHelpFormatter,
-        )  # fmt: skip
+        )
         sub.set_defaults(func=func)
         _database_flag(sub)
         return sub
@@ -662,9 +688,11 @@ def build_parser() -> argparse.ArgumentParser:
     cleanup = command("cleanup", "delete finished jobs past their retention", cmd_cleanup)
     _database_flag(cleanup)
     cleanup.add_argument(
-        "--older-than", type=_seconds, metavar="SECONDS",
+        "--older-than",
+        type=_seconds,
+        metavar="SECONDS",
         help="one age for completed, dead and cancelled jobs (default: JOBVISOR_RETENTION_*)",
-    )  # fmt: skip
+    )
 
     config = command(
         "config", "the effective configuration and where each value came from", cmd_config

@@ -42,8 +42,9 @@ class _Seconds:
 
     def __call__(self, text: str) -> float:
         try:
-            return validate.seconds("", float(text), high=self.high, low=self.low,
-                                    positive=self.positive)  # fmt: skip
+            return validate.seconds(
+                "", float(text), high=self.high, low=self.low, positive=self.positive
+            )
         except InvalidArgument:
             raise ValueError from None
 
@@ -132,54 +133,131 @@ def _bounded(field: str, default: str, parse: _Seconds | _Count, help: str) -> S
 
 
 SETTINGS: tuple[Setting, ...] = (
-    Setting("database_url", "sqlite:///jobvisor.db", _url,
-            "postgresql://… or sqlite:///path", "the database; SQLite file by default"),
-    Setting("app", "jobvisor.example:registry", _app,
-            "module:attribute naming a jobvisor Registry", "the handlers to run"),
+    Setting(
+        "database_url",
+        "sqlite:///jobvisor.db",
+        _url,
+        "postgresql://… or sqlite:///path",
+        "the database; SQLite file by default",
+    ),
+    Setting(
+        "app",
+        "jobvisor.example:registry",
+        _app,
+        "module:attribute naming a jobvisor Registry",
+        "the handlers to run",
+    ),
     _bounded("workers", "2", _Count(validate.MAX_WORKERS), "worker processes"),
-    _bounded("concurrency", "20", _Count(validate.MAX_CONCURRENCY),
-             "jobs run at once by each worker"),
-    Setting("queues", "", _names, "comma-separated queue names (empty: all)",
-            "queues to claim from"),
-    _bounded("lease", f"{validate.DEFAULT_LEASE:g}",
-             _Seconds(validate.MAX_LEASE, low=validate.MIN_LEASE),
-             "claim lease; renewed at half of it while a job runs"),
-    _bounded("poll_interval", "1.0", _Seconds(validate.MAX_INTERVAL, low=validate.MIN_INTERVAL),
-             "longest wait between claims when idle (PostgreSQL also wakes on NOTIFY)"),
-    _bounded("shutdown_timeout", "30", _Seconds(validate.MAX_INTERVAL),
-             "how long SIGTERM lets running jobs finish before releasing them"),
-    _bounded("worker_timeout", "30",
-             _Seconds(validate.MAX_INTERVAL, low=validate.MIN_WORKER_TIMEOUT),
-             "a worker silent this long is killed and replaced"),
-    _bounded("pool_size", str(validate.DEFAULT_POOL_SIZE), _Count(validate.MAX_POOL_SIZE),
-             "database connections per worker"),
-    _bounded("reap_interval", "5", _Seconds(validate.MAX_INTERVAL, low=validate.MIN_INTERVAL),
-             "how often expired leases are reaped"),
-    _bounded("cleanup_interval", "300", _Seconds(validate.MAX_INTERVAL, low=validate.MIN_INTERVAL),
-             "how often finished jobs past retention are deleted"),
-    _bounded("retention_completed", "86400", _Seconds(validate.MAX_DELAY),
-             "how long completed jobs are kept"),
-    _bounded("retention_cancelled", "604800", _Seconds(validate.MAX_DELAY),
-             "how long cancelled jobs are kept"),
-    _bounded("retention_dead", "2592000", _Seconds(validate.MAX_DELAY),
-             "how long dead jobs are kept"),
-    _bounded("summary_interval", "60", _Seconds(validate.MAX_INTERVAL, low=validate.MIN_INTERVAL),
-             "how often the status summary is logged"),
-    _bounded("max_restarts", "10", _Count(validate.MAX_RESTARTS),
-             "worker crashes allowed within restart_window before the service stops (a crash"
-             " holding jobs is charged to their attempts instead)"),
-    _bounded("restart_window", "60", _Seconds(validate.MAX_INTERVAL, low=validate.MIN_INTERVAL),
-             "the window for max_restarts"),
-    _bounded("max_payload_bytes", str(validate.DEFAULT_MAX_PAYLOAD_BYTES),
-             _Count(validate.MAX_PAYLOAD_BYTES_LIMIT, low=1024),
-             "the largest payload accepted, in bytes of JSON (UTF-8)"),
-    Setting("log_format", "auto", _choice("auto", "text", "json"), "auto, text or json",
-            "log lines: text on a terminal, JSON otherwise (auto)"),
-    Setting("log_level", "info", _choice("debug", "info", "warning", "error"),
-            "debug, info, warning or error", "least severe level logged"),
-    Setting("http_addr", "127.0.0.1:9090", _addr, "host:port, or empty to turn it off",
-            "where /healthz, /readyz and /metrics are served"),
-)  # fmt: skip
+    _bounded(
+        "concurrency", "20", _Count(validate.MAX_CONCURRENCY), "jobs run at once by each worker"
+    ),
+    Setting(
+        "queues", "", _names, "comma-separated queue names (empty: all)", "queues to claim from"
+    ),
+    _bounded(
+        "lease",
+        f"{validate.DEFAULT_LEASE:g}",
+        _Seconds(validate.MAX_LEASE, low=validate.MIN_LEASE),
+        "claim lease; renewed at half of it while a job runs",
+    ),
+    _bounded(
+        "poll_interval",
+        "1.0",
+        _Seconds(validate.MAX_INTERVAL, low=validate.MIN_INTERVAL),
+        "longest wait between claims when idle (PostgreSQL also wakes on NOTIFY)",
+    ),
+    _bounded(
+        "shutdown_timeout",
+        "30",
+        _Seconds(validate.MAX_INTERVAL),
+        "how long SIGTERM lets running jobs finish before releasing them",
+    ),
+    _bounded(
+        "worker_timeout",
+        "30",
+        _Seconds(validate.MAX_INTERVAL, low=validate.MIN_WORKER_TIMEOUT),
+        "a worker silent this long is killed and replaced",
+    ),
+    _bounded(
+        "pool_size",
+        str(validate.DEFAULT_POOL_SIZE),
+        _Count(validate.MAX_POOL_SIZE),
+        "database connections per worker",
+    ),
+    _bounded(
+        "reap_interval",
+        "5",
+        _Seconds(validate.MAX_INTERVAL, low=validate.MIN_INTERVAL),
+        "how often expired leases are reaped",
+    ),
+    _bounded(
+        "cleanup_interval",
+        "300",
+        _Seconds(validate.MAX_INTERVAL, low=validate.MIN_INTERVAL),
+        "how often finished jobs past retention are deleted",
+    ),
+    _bounded(
+        "retention_completed",
+        "86400",
+        _Seconds(validate.MAX_DELAY),
+        "how long completed jobs are kept",
+    ),
+    _bounded(
+        "retention_cancelled",
+        "604800",
+        _Seconds(validate.MAX_DELAY),
+        "how long cancelled jobs are kept",
+    ),
+    _bounded(
+        "retention_dead", "2592000", _Seconds(validate.MAX_DELAY), "how long dead jobs are kept"
+    ),
+    _bounded(
+        "summary_interval",
+        "60",
+        _Seconds(validate.MAX_INTERVAL, low=validate.MIN_INTERVAL),
+        "how often the status summary is logged",
+    ),
+    _bounded(
+        "max_restarts",
+        "10",
+        _Count(validate.MAX_RESTARTS),
+        "worker crashes allowed within restart_window before the service stops (a crash"
+        " holding jobs is charged to their attempts instead)",
+    ),
+    _bounded(
+        "restart_window",
+        "60",
+        _Seconds(validate.MAX_INTERVAL, low=validate.MIN_INTERVAL),
+        "the window for max_restarts",
+    ),
+    _bounded(
+        "max_payload_bytes",
+        str(validate.DEFAULT_MAX_PAYLOAD_BYTES),
+        _Count(validate.MAX_PAYLOAD_BYTES_LIMIT, low=1024),
+        "the largest payload accepted, in bytes of JSON (UTF-8)",
+    ),
+    Setting(
+        "log_format",
+        "auto",
+        _choice("auto", "text", "json"),
+        "auto, text or json",
+        "log lines: text on a terminal, JSON otherwise (auto)",
+    ),
+    Setting(
+        "log_level",
+        "info",
+        _choice("debug", "info", "warning", "error"),
+        "debug, info, warning or error",
+        "least severe level logged",
+    ),
+    Setting(
+        "http_addr",
+        "127.0.0.1:9090",
+        _addr,
+        "host:port, or empty to turn it off",
+        "where /healthz, /readyz and /metrics are served",
+    ),
+)
 
 SETTINGS_BY_FIELD = {s.field: s for s in SETTINGS}
 FLAG_DEST = "setting_"
@@ -191,9 +269,11 @@ def add_flags(parser: argparse.ArgumentParser) -> None:
     reads them back. The one place flags map to settings."""
     for s in SETTINGS:
         parser.add_argument(
-            s.flag, dest=FLAG_DEST + s.field, metavar="VALUE",
+            s.flag,
+            dest=FLAG_DEST + s.field,
+            metavar="VALUE",
             help=f"{s.help} [{s.env}, default {s.default!r}; {s.expected}]",
-        )  # fmt: skip
+        )
 
 
 def flag_overrides(args: argparse.Namespace) -> dict[str, str]:

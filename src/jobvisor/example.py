@@ -39,8 +39,7 @@ async def send_email(job: JobContext) -> None:
     log.info("example.email_sent", job_id=str(job.id))
 
 
-@registry.handler("resize_image", timeout=10, max_attempts=5,
-                  retry=RetryPolicy(base=0.5, cap=5.0))  # fmt: skip
+@registry.handler("resize_image", timeout=10, max_attempts=5, retry=RetryPolicy(base=0.5, cap=5.0))
 async def resize_image(job: JobContext) -> None:
     """Fails its first `fail_times` attempts (default 2), then succeeds."""
     fail_times = int(job.payload.get("fail_times", 2)) if isinstance(job.payload, dict) else 2
@@ -61,8 +60,9 @@ def seed(queue: Queue, *, emails: int = 20, images: int = 5, reports: int = 3) -
     jobs: list[dict[str, Any]] = []
     jobs += [registry.job("send_email", {"to": f"user{i}@example.org"}) for i in range(emails)]
     jobs += [registry.job("resize_image", {"image": i, "fail_times": i % 3}) for i in range(images)]
-    jobs += [registry.job("build_report", {"seconds": 0.5 + i}, queue="reports")
-             for i in range(reports)]  # fmt: skip
+    jobs += [
+        registry.job("build_report", {"seconds": 0.5 + i}, queue="reports") for i in range(reports)
+    ]
     return queue.enqueue_many(jobs)
 
 

@@ -50,9 +50,25 @@ from .worker.protocol import MetricsJob, Outcome
 __all__ = ["Metrics", "WorkerMetrics"]
 
 DURATION_BUCKETS: Final = (
-    0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
-    30.0, 60.0, 120.0, 300.0, 600.0, 1800.0, 3600.0,
-)  # fmt: skip
+    0.005,
+    0.01,
+    0.025,
+    0.05,
+    0.1,
+    0.25,
+    0.5,
+    1.0,
+    2.5,
+    5.0,
+    10.0,
+    30.0,
+    60.0,
+    120.0,
+    300.0,
+    600.0,
+    1800.0,
+    3600.0,
+)
 MESSAGE_LIMIT: Final = 3072  # bytes of JSON per message: below PIPE_BUF (4096) with room
 
 
@@ -96,17 +112,20 @@ class Metrics:
             "jobvisor_jobs_completed", "Jobs that completed.", labels, registry=r
         )
         self.failed = Counter(
-            "jobvisor_jobs_failed", "Job executions that failed and will be retried.", labels,
+            "jobvisor_jobs_failed",
+            "Job executions that failed and will be retried.",
+            labels,
             registry=r,
-        )  # fmt: skip
+        )
         self.dead = Counter(
             "jobvisor_jobs_dead", "Jobs that failed with no attempts left.", labels, registry=r
         )
         self.released = Counter(
             "jobvisor_jobs_released",
             "Running jobs given back to the queue on shutdown (attempt not counted).",
-            labels, registry=r,
-        )  # fmt: skip
+            labels,
+            registry=r,
+        )
         self.snoozed = Counter(
             "jobvisor_jobs_snoozed", "Jobs whose handler asked to run later.", labels, registry=r
         )
@@ -116,21 +135,28 @@ class Metrics:
         self.reaped = Counter(
             "jobvisor_jobs_reaped",
             "Jobs whose lease expired and were taken back by the reaper.",
-            labels, registry=r,
-        )  # fmt: skip
+            labels,
+            registry=r,
+        )
         self.duration = Histogram(
-            "jobvisor_job_duration_seconds", "How long one execution of a job ran.", labels,
-            buckets=DURATION_BUCKETS, registry=r,
-        )  # fmt: skip
+            "jobvisor_job_duration_seconds",
+            "How long one execution of a job ran.",
+            labels,
+            buckets=DURATION_BUCKETS,
+            registry=r,
+        )
         self.queue_jobs = Gauge(
-            "jobvisor_queue_jobs", "Jobs in the database by queue and status.",
-            ("queue", "status"), registry=r,
-        )  # fmt: skip
+            "jobvisor_queue_jobs",
+            "Jobs in the database by queue and status.",
+            ("queue", "status"),
+            registry=r,
+        )
         self.oldest_pending_age = Gauge(
             "jobvisor_queue_oldest_pending_age_seconds",
             "Age of the oldest job that is due and not yet claimed, by queue.",
-            ("queue",), registry=r,
-        )  # fmt: skip
+            ("queue",),
+            registry=r,
+        )
         self.claims = Counter(
             "jobvisor_claims", "Claim statements that returned at least one job.", registry=r
         )
@@ -271,8 +297,13 @@ class WorkerMetrics:
             for start in range(0, max(count, 1), step):
                 chunk = durations[start : start + step]
                 n = min(step, count - start)
-                yield {"queue": queue, "job_type": job_type, "outcome": outcome,
-                       "count": n, "seconds": chunk}  # fmt: skip
+                yield {
+                    "queue": queue,
+                    "job_type": job_type,
+                    "outcome": outcome,
+                    "count": n,
+                    "seconds": chunk,
+                }
 
 
 def _size(message: Mapping[str, Any]) -> int:

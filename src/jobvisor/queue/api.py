@@ -312,9 +312,17 @@ def connect(
     A URL libpq cannot parse raises `InvalidArgument` here; a server that
     refuses the connection raises `DatabaseRefused` on the first call."""
     engine, target = parse_url(url)
-    ctx = _ctx(engine, clock=clock, require_correlation_id=require_correlation_id,
-               retry=retry, default_retry=default_retry, lease=lease, pool_size=pool_size,
-               busy_timeout=busy_timeout, max_payload_bytes=max_payload_bytes)  # fmt: skip
+    ctx = _ctx(
+        engine,
+        clock=clock,
+        require_correlation_id=require_correlation_id,
+        retry=retry,
+        default_retry=default_retry,
+        lease=lease,
+        pool_size=pool_size,
+        busy_timeout=busy_timeout,
+        max_payload_bytes=max_payload_bytes,
+    )
     runner: SyncRunner
     if engine == "postgres":
         runner = PostgresRunner(
@@ -340,9 +348,17 @@ def connect_async(
 ) -> AsyncQueue:
     """`connect` for asyncio code; see `connect` for the options."""
     engine, target = parse_url(url)
-    ctx = _ctx(engine, clock=clock, require_correlation_id=require_correlation_id,
-               retry=retry, default_retry=default_retry, lease=lease, pool_size=pool_size,
-               busy_timeout=busy_timeout, max_payload_bytes=max_payload_bytes)  # fmt: skip
+    ctx = _ctx(
+        engine,
+        clock=clock,
+        require_correlation_id=require_correlation_id,
+        retry=retry,
+        default_retry=default_retry,
+        lease=lease,
+        pool_size=pool_size,
+        busy_timeout=busy_timeout,
+        max_payload_bytes=max_payload_bytes,
+    )
     runner: AsyncRunner
     if engine == "postgres":
         runner = AsyncPostgresRunner(

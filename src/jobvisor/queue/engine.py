@@ -222,9 +222,18 @@ class PostgresDialect:
 
     def copy_row(self, job: NewJob, run_at: Any, now: Any) -> tuple[Any, ...]:
         return (
-            job.id, job.queue, job.job_type, job.payload_json, job.priority, run_at,
-            job.max_attempts, job.dedupe_key, job.correlation_id, now, _meta_json(job.meta),
-        )  # fmt: skip
+            job.id,
+            job.queue,
+            job.job_type,
+            job.payload_json,
+            job.priority,
+            run_at,
+            job.max_attempts,
+            job.dedupe_key,
+            job.correlation_id,
+            now,
+            _meta_json(job.meta),
+        )
 
     def add_seconds(self, when: Any, seconds: float) -> Any:
         return when + dt.timedelta(seconds=seconds)
@@ -234,10 +243,26 @@ class PostgresDialect:
         # and the status by dict: keyword arguments and the enum's lookup were
         # most of a claim's client-side time (bench/queue_throughput.py).
         return Job(
-            row[0], row[1], row[2], row[3], row[4], row[5], _STATUS[row[6]], row[7], row[8],
-            row[9], row[10], row[11], row[12], row[13], row[14], row[15], row[16], row[17],
+            row[0],
+            row[1],
+            row[2],
+            row[3],
+            row[4],
+            row[5],
+            _STATUS[row[6]],
+            row[7],
+            row[8],
+            row[9],
+            row[10],
+            row[11],
+            row[12],
+            row[13],
+            row[14],
+            row[15],
+            row[16],
+            row[17],
             row[18],
-        )  # fmt: skip
+        )
 
 
 def _epoch(value: dt.datetime | None) -> float | None:
@@ -286,19 +311,41 @@ class SqliteDialect:
 
     def copy_row(self, job: NewJob, run_at: Any, now: Any) -> tuple[Any, ...]:
         return (
-            str(job.id), job.queue, job.job_type, job.payload_json, job.priority, run_at,
-            job.max_attempts, job.dedupe_key, job.correlation_id, now, _meta_json(job.meta),
-        )  # fmt: skip
+            str(job.id),
+            job.queue,
+            job.job_type,
+            job.payload_json,
+            job.priority,
+            run_at,
+            job.max_attempts,
+            job.dedupe_key,
+            job.correlation_id,
+            now,
+            _meta_json(job.meta),
+        )
 
     def job(self, row: Sequence[Any]) -> Job:
         return Job(
-            uuid.UUID(row[0]), row[1], row[2], json.loads(row[3]), row[4],
-            dt.datetime.fromtimestamp(row[5], UTC), _STATUS[row[6]], row[7], row[8],
-            row[9], row[10], row[11], _from_epoch(row[12]),
-            uuid.UUID(hex=row[13]) if row[13] else None, row[14],
-            dt.datetime.fromtimestamp(row[15], UTC), _from_epoch(row[16]), _from_epoch(row[17]),
+            uuid.UUID(row[0]),
+            row[1],
+            row[2],
+            json.loads(row[3]),
+            row[4],
+            dt.datetime.fromtimestamp(row[5], UTC),
+            _STATUS[row[6]],
+            row[7],
+            row[8],
+            row[9],
+            row[10],
+            row[11],
+            _from_epoch(row[12]),
+            uuid.UUID(hex=row[13]) if row[13] else None,
+            row[14],
+            dt.datetime.fromtimestamp(row[15], UTC),
+            _from_epoch(row[16]),
+            _from_epoch(row[17]),
             json.loads(row[18]) if row[18] is not None else None,
-        )  # fmt: skip
+        )
 
 
 POSTGRES: Dialect = PostgresDialect()

@@ -265,11 +265,21 @@ def enqueue(
     """
     job = _with_correlation(
         ctx,
-        _sized(ctx, NewJob.build(
-            job_type, payload, queue=queue, priority=priority, run_at=run_at, delay=delay,
-            max_attempts=max_attempts, dedupe_key=dedupe_key, correlation_id=correlation_id,
-        )),
-    )  # fmt: skip
+        _sized(
+            ctx,
+            NewJob.build(
+                job_type,
+                payload,
+                queue=queue,
+                priority=priority,
+                run_at=run_at,
+                delay=delay,
+                max_attempts=max_attempts,
+                dedupe_key=dedupe_key,
+                correlation_id=correlation_id,
+            ),
+        ),
+    )
     job = _with_meta(job, _trace_meta())
     d = ctx.dialect
 
@@ -855,8 +865,9 @@ def dead_requeue_type(
             if len(rows) < batch_size:
                 break
         held: list[uuid.UUID] = []
-        keyed = yield Stmt(d.sql.JOB_DEAD_WITH_DEDUPE_KEY_OF_TYPE, {"job_type": job_type},
-                           fetch="all")  # fmt: skip
+        keyed = yield Stmt(
+            d.sql.JOB_DEAD_WITH_DEDUPE_KEY_OF_TYPE, {"job_type": job_type}, fetch="all"
+        )
         for (raw_id,) in keyed:
             row = yield Stmt(d.sql.JOB_REQUEUE_DEAD, {"id": raw_id, **when}, fetch="one")
             yield COMMIT

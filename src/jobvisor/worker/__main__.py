@@ -87,9 +87,12 @@ async def serve(config: Config, registry: Registry, channel: ControlChannel, wor
         # The worker's commits do not wait for their WAL flush: each of its
         # writes is a step of an at-least-once delivery (see `connect`).
         queue = connect_async(
-            config.database_url, pool_size=config.pool_size, lease=config.lease,
-            retry=registry.retry_policies(), synchronous_commit=False,
-        )  # fmt: skip
+            config.database_url,
+            pool_size=config.pool_size,
+            lease=config.lease,
+            retry=registry.retry_policies(),
+            synchronous_commit=False,
+        )
     except InvalidArgument as exc:
         return _boot_failed(channel, worker_id, ExitCode.CONFIG, f"cannot use the database: {exc}")
     try:
@@ -97,10 +100,16 @@ async def serve(config: Config, registry: Registry, channel: ControlChannel, wor
         if refused is not None:
             return _boot_failed(channel, worker_id, *refused)
         worker = Worker(
-            queue, registry, worker_id=worker_id, concurrency=config.concurrency,
-            queues=config.queues, lease=config.lease, poll_interval=config.poll_interval,
-            shutdown_timeout=config.shutdown_timeout, channel=channel,
-        )  # fmt: skip
+            queue,
+            registry,
+            worker_id=worker_id,
+            concurrency=config.concurrency,
+            queues=config.queues,
+            lease=config.lease,
+            poll_interval=config.poll_interval,
+            shutdown_timeout=config.shutdown_timeout,
+            channel=channel,
+        )
         loop = asyncio.get_running_loop()
         drains = 0
 
@@ -115,8 +124,9 @@ async def serve(config: Config, registry: Registry, channel: ControlChannel, wor
         channel.send({"t": "ready"})
         await worker.run()
         if worker.threads_busy:
-            log.warning("worker.abandoned_threads", worker_id=worker_id,
-                        threads=worker.threads_busy)  # fmt: skip
+            log.warning(
+                "worker.abandoned_threads", worker_id=worker_id, threads=worker.threads_busy
+            )
         return EXIT_OK if worker.clean else EXIT_UNCLEAN
     finally:
         await queue.close()

@@ -224,8 +224,9 @@ class Worker:
         if fast:
             self._fast = True
         if not self._stop_requested.is_set():
-            log.info("worker.stopping", worker_id=self.worker_id, fast=fast,
-                     running=len(self._running))  # fmt: skip
+            log.info(
+                "worker.stopping", worker_id=self.worker_id, fast=fast, running=len(self._running)
+            )
         self._stop_requested.set()
         self._wake.set()
         self._slot_free.set()
@@ -254,9 +255,14 @@ class Worker:
             self._executor = concurrent.futures.ThreadPoolExecutor(
                 max_workers=self.concurrency, thread_name_prefix="jobvisor-handler"
             )
-        log.info("worker.started", worker_id=self.worker_id, concurrency=self.concurrency,
-                 queues=",".join(self.queues) or "*", job_types=len(self.registry),
-                 engine=self.queue.engine)  # fmt: skip
+        log.info(
+            "worker.started",
+            worker_id=self.worker_id,
+            concurrency=self.concurrency,
+            queues=",".join(self.queues) or "*",
+            job_types=len(self.registry),
+            engine=self.queue.engine,
+        )
         helpers = [
             self._supervise(Loop.RENEW, self._renew_loop()),
             self._supervise(Loop.HEARTBEAT, self._heartbeat_loop()),
@@ -396,8 +402,9 @@ class Worker:
                 continue
             self._wake.clear()
             try:
-                jobs = await self.queue.claim(self.worker_id, queues=queues, limit=free,
-                                              lease=self.lease)  # fmt: skip
+                jobs = await self.queue.claim(
+                    self.worker_id, queues=queues, limit=free, lease=self.lease
+                )
             except Exception as exc:
                 await self._wait_wake(self._retry_in(Loop.CLAIM, exc))
                 continue
@@ -570,8 +577,12 @@ class Worker:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + (0.0 if self._fast else self.shutdown_timeout)
         if self._running:
-            log.info("worker.draining", worker_id=self.worker_id, running=len(self._running),
-                     timeout=self.shutdown_timeout)  # fmt: skip
+            log.info(
+                "worker.draining",
+                worker_id=self.worker_id,
+                running=len(self._running),
+                timeout=self.shutdown_timeout,
+            )
         while self._running and not self._fast:
             remaining = deadline - loop.time()
             if remaining <= 0:
@@ -630,8 +641,9 @@ class Worker:
             self._settled(batch, lost, Outcome.RELEASED)
         if self._writes:
             writes, self._writes = self._writes, []
-            results = await asyncio.gather(*(self._write(*w) for w in writes),
-                                           return_exceptions=True)  # fmt: skip
+            results = await asyncio.gather(
+                *(self._write(*w) for w in writes), return_exceptions=True
+            )
             retry: list[_Write] = []
             first: BaseException | None = None
             for write, result in zip(writes, results, strict=True):
@@ -643,8 +655,9 @@ class Worker:
                     # the reaper takes it back when its lease expires.
                     self._held.pop(write[1].id, None)
                     self._ran.pop(write[1].id, None)
-                    log.error("job.settle_failed", **self._fields(write[1]),
-                              error=error_text(result))  # fmt: skip
+                    log.error(
+                        "job.settle_failed", **self._fields(write[1]), error=error_text(result)
+                    )
             self._writes[:0] = retry
             if first is not None:
                 raise first
@@ -727,8 +740,9 @@ class Worker:
                 self.channel.send(message)
             parent_gone = self._parent_pid is not None and os.getppid() != self._parent_pid
             if (parent_gone or (watching and self.channel.fd is None)) and not self.stopping:
-                log.warning("worker.parent_gone", worker_id=self.worker_id,
-                            parent_pid=self._parent_pid)  # fmt: skip
+                log.warning(
+                    "worker.parent_gone", worker_id=self.worker_id, parent_pid=self._parent_pid
+                )
                 self.stop()
             await asyncio.sleep(HEARTBEAT_INTERVAL)
 

@@ -154,8 +154,14 @@ class Registry:
         See `Handler` for the options; bad ones raise `InvalidArgument`."""
 
         def register(func: F) -> F:
-            self.add(job_type, func, timeout=timeout, hard_timeout=hard_timeout,
-                     max_attempts=max_attempts, retry=retry)  # fmt: skip
+            self.add(
+                job_type,
+                func,
+                timeout=timeout,
+                hard_timeout=hard_timeout,
+                max_attempts=max_attempts,
+                retry=retry,
+            )
             return func
 
         return register
@@ -187,9 +193,14 @@ class Registry:
         if retry is not None and not isinstance(retry, RetryPolicy):
             raise InvalidArgument(f"retry={retry!r}: expected a jobvisor.RetryPolicy")
         handler = Handler(
-            job_type=job_type, func=func, is_async=inspect.iscoroutinefunction(func),
-            timeout=soft, hard_timeout=hard, max_attempts=max_attempts, retry=retry,
-        )  # fmt: skip
+            job_type=job_type,
+            func=func,
+            is_async=inspect.iscoroutinefunction(func),
+            timeout=soft,
+            hard_timeout=hard,
+            max_attempts=max_attempts,
+            retry=retry,
+        )
         self._handlers[job_type] = handler
         return handler
 
