@@ -194,14 +194,9 @@ def _queue(config: Config) -> Iterator[Queue]:
 
 
 def cmd_run(args: argparse.Namespace, config: Config) -> int:
-    try:
-        # Imported here: the other commands need neither uvloop nor the worker code.
-        from . import supervisor  # noqa: PLC0415
-    except ImportError as exc:  # pragma: no cover - only before the supervisor exists
-        raise OperationFailed(f"the supervisor is not available: {exc}") from None
-    main = getattr(supervisor, "main", None)
-    if main is None:  # pragma: no cover - only before the supervisor exists
-        raise OperationFailed("the supervisor is not available in this build")
+    # Imported here: the other commands need neither uvloop nor the worker code.
+    from .supervisor import main  # noqa: PLC0415
+
     return int(main(config))
 
 
@@ -281,12 +276,7 @@ def _read_jobs(stream: IO[str], max_payload_bytes: int) -> list[NewJob]:
 
 def cmd_enqueue(args: argparse.Namespace, config: Config) -> int:
     if args.file is not None:
-        if args.job_type is not None:
-            raise UsageError("give a job type or --file, not both")
-        single_options = ("payload", "run_at", "delay", "dedupe_key", "correlation_id")
-        given = [o for o in single_options if getattr(args, o) is not None]
-        if given or args.queue is not None or args.priority is not None:
-            raise UsageError("with --file, each line carries its own options")
+        _check_file_alone(args)
         return _enqueue_file(args, config)
     if args.job_type is None:
         raise UsageError("give a job type, or --file PATH (- for stdin) with JSON lines")
@@ -310,6 +300,16 @@ def cmd_enqueue(args: argparse.Namespace, config: Config) -> int:
         (job_id,) = q.enqueue_many([job])
     print(job_id)
     return EXIT_OK
+
+
+def _check_file_alone(args: argparse.Namespace) -> None:
+    """`enqueue --file` takes every job's options from its lines, none from flags."""
+    if args.job_type is not None:
+        raise UsageError("give a job type or --file, not both")
+    single_options = ("payload", "run_at", "delay", "dedupe_key", "correlation_id")
+    given = [o for o in single_options if getattr(args, o) is not None]
+    if given or args.queue is not None or args.priority is not None:
+        raise UsageError("with --file, each line carries its own options")
 
 
 def _enqueue_file(args: argparse.Namespace, config: Config) -> int:
@@ -444,20 +444,27 @@ def _bulk(
             if not args.yes:
                 _confirm(f"{verb.capitalize()} {what}?", what=what, verb=verb)
             done, ids = of_type(q, args.type)
-        failed = []
-        for job_id in ids:
-            try:
-                action(q, job_id)
-            except (JobNotFound, InvalidArgument) as exc:
-                # Not dead any more, or a live job holds its dedupe key: said
-                # at the end, and the others are still done.
-                failed.append(str(exc))
-                continue
-            done += 1
+        failed = _each(q, ids, action)
+        done += len(ids) - len(failed)
     print(f"{past} {done} dead job{'s' if done != 1 else ''}")
     for message in failed:
         print(f"jobvisor dead {verb}: {message}", file=sys.stderr)
     return EXIT_OK if not failed else EXIT_FAILED
+
+
+def _each(
+    q: Queue, ids: Sequence[uuid.UUID], action: Callable[[Queue, uuid.UUID], None]
+) -> list[str]:
+    """`action` on every job of `ids`; the refusals' messages (not dead any
+    more, or a live job holds its dedupe key), said at the end while the
+    others are still done."""
+    failed = []
+    for job_id in ids:
+        try:
+            action(q, job_id)
+        except (JobNotFound, InvalidArgument) as exc:
+            failed.append(str(exc))
+    return failed
 
 
 def _job_id(text: str) -> uuid.UUID:
@@ -708,6 +715,17 @@ def _no_op(args: argparse.Namespace, config: Config) -> int:  # pragma: no cover
     return EXIT_USAGE
 
 
+def _hide_database_url(args: argparse.Namespace) -> None:
+    """Mask secrets in what Python prints, and move a `--database-url` holding
+    a password out of the process's command line (see `config`)."""
+    install_redacting_hooks()
+    dest = FLAG_DEST + "database_url"
+    hide_database_url_flag(getattr(args, dest, None))
+    hidden = database_url_from_hidden_flag()
+    if hidden is not None and getattr(args, dest, None) is None:
+        setattr(args, dest, hidden)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run one command; returns the exit code (see the module docstring)."""
     parser = build_parser()
@@ -720,11 +738,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "version":
         return cmd_version(args, None)
     if argv is None:  # our own command line: keep a password out of `ps`
-        install_redacting_hooks()
-        hide_database_url_flag(getattr(args, FLAG_DEST + "database_url", None))
-        hidden = database_url_from_hidden_flag()
-        if hidden is not None and getattr(args, FLAG_DEST + "database_url", None) is None:
-            setattr(args, FLAG_DEST + "database_url", hidden)
+        _hide_database_url(args)
     try:
         config = _load_config(args)
     except ConfigError as exc:
@@ -732,10 +746,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EX_CONFIG
     try:
         return int(args.func(args, config))
-    except UsageError as exc:
-        _err(prog, str(exc))
-        return EXIT_USAGE
-    except InvalidArgument as exc:
+    except (UsageError, InvalidArgument) as exc:
         _err(prog, str(exc))
         return EXIT_USAGE
     except (OperationFailed, JobvisorError) as exc:

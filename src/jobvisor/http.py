@@ -6,18 +6,19 @@ never waits on the database:
 
     server = await start_http_server(
         config.http_addr,
-        health=lambda: supervisor.loop_alive() and supervisor.workers_alive(),
-        ready=lambda: supervisor.database_answered_recently() and supervisor.workers_up(),
+        health=supervisor.health,  # () -> (ok, detail)
+        ready=supervisor.readiness,
         metrics=metrics.exposition,
     )
     ...
     await server.close()
 
 - `GET /healthz`: 200 when `health()` is true, else 503. Liveness: the parent
-  loop turns (it answered at all) and its workers are alive. It must not
-  depend on the database, or a database outage would restart every pod.
+  loop turns (it answered at all), its workers are alive and none reports a
+  failing loop. It must not depend on the database, or a database outage
+  would restart every pod.
 - `GET /readyz`: 200 when `ready()` is true, else 503. Readiness: the database
-  answered recently and the workers are up.
+  answered within seconds and the workers are up.
 - `GET /metrics`: 200 with `metrics()` in the Prometheus text format.
 - Anything else: 404; a method other than GET or HEAD: 405.
 

@@ -90,6 +90,13 @@ def _duration(value: Any) -> bool:
     )
 
 
+def _durations(seconds: object) -> list[float]:
+    """The valid durations of a job entry's `seconds`: one number or a list."""
+    if isinstance(seconds, int | float) and not isinstance(seconds, bool):
+        seconds = [seconds]
+    return [v for v in seconds if _duration(v)] if isinstance(seconds, list) else []
+
+
 def _label(value: Any) -> str | None:
     return value if isinstance(value, str) and value else None
 
@@ -195,15 +202,11 @@ class Metrics:
             if queue is None or job_type is None or counter is None:
                 continue
             counter.labels(queue, job_type).inc(_count(entry.get("count", 1)))
-            seconds = entry.get("seconds")
-            if isinstance(seconds, int | float) and not isinstance(seconds, bool):
-                seconds = [seconds]
-            if isinstance(seconds, list):
-                observed = [v for v in seconds if _duration(v)]
-                if observed:
-                    histogram = self.duration.labels(queue, job_type)
-                    for value in observed:
-                        histogram.observe(value)
+            observed = _durations(entry.get("seconds"))
+            if observed:
+                histogram = self.duration.labels(queue, job_type)
+                for value in observed:
+                    histogram.observe(value)
 
     def record_summary(self, summary: Summary) -> None:
         """Set the queue gauges from a status summary; queues gone since the

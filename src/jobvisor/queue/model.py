@@ -293,16 +293,22 @@ class Summary:
             age = self.oldest_pending_age.get(name)
             table.append([name, *[str(self.count(s, name)) for s in statuses], _age(age)])
         table.append(["total", *[str(self.count(s)) for s in statuses], ""])
-        widths = [max(len(row[i]) for row in table) for i in range(len(header))]
-        lines = []
-        for i, row in enumerate(table):
-            cells = [row[0].ljust(widths[0])] + [
-                c.rjust(w) for c, w in zip(row[1:], widths[1:], strict=True)
-            ]
-            lines.append("  ".join(cells).rstrip())
-            if i == 0 or i == len(table) - 2:
-                lines.append("  ".join("-" * w for w in widths))
-        return "\n".join(lines)
+        return _aligned(table)
+
+
+def _aligned(table: list[list[str]]) -> str:
+    """The rows as text: the first column left-aligned, the others right, a
+    rule under the header and above the last row (the total)."""
+    widths = [max(len(row[i]) for row in table) for i in range(len(table[0]))]
+    lines = []
+    for i, row in enumerate(table):
+        cells = [row[0].ljust(widths[0])] + [
+            c.rjust(w) for c, w in zip(row[1:], widths[1:], strict=True)
+        ]
+        lines.append("  ".join(cells).rstrip())
+        if i == 0 or i == len(table) - 2:
+            lines.append("  ".join("-" * w for w in widths))
+    return "\n".join(lines)
 
 
 def _age(seconds: float | None) -> str:

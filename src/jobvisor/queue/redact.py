@@ -92,18 +92,31 @@ def secrets_of(url: str) -> set[str]:
     if match is not None and match.group(1).lower() == "sqlite:":
         return found
     if match is not None and "=" not in url[: match.end()]:
-        rest = url[match.end() :]
-        span = _userinfo_span(rest)
-        if span is not None:
-            found.add(rest[span[0] : span[1]])
-        for value in re.findall(r"(?i)[?&;]password=([^&#;]*)", rest):
-            found |= {value, urllib.parse.unquote_plus(value)}
+        found = _url_secrets(url[match.end() :])
     else:
-        for _, value in _KV_PASSWORD.findall(url):
-            quoted = value.startswith("'")
-            found.add(re.sub(r"\\(.)", r"\1", value[1:].removesuffix("'")) if quoted else value)
+        found = _dsn_secrets(url)
     found |= {urllib.parse.unquote(s) for s in found}
     return {s for s in found if s}
+
+
+def _url_secrets(rest: str) -> set[str]:
+    """The passwords of a URL after its scheme: the userinfo's, `?password=`."""
+    found: set[str] = set()
+    span = _userinfo_span(rest)
+    if span is not None:
+        found.add(rest[span[0] : span[1]])
+    for value in re.findall(r"(?i)[?&;]password=([^&#;]*)", rest):
+        found |= {value, urllib.parse.unquote_plus(value)}
+    return found
+
+
+def _dsn_secrets(dsn: str) -> set[str]:
+    """The passwords of a key/value DSN (`password=…`, quoted or not)."""
+    found: set[str] = set()
+    for _, value in _KV_PASSWORD.findall(dsn):
+        quoted = value.startswith("'")
+        found.add(re.sub(r"\\(.)", r"\1", value[1:].removesuffix("'")) if quoted else value)
+    return found
 
 
 def remember_secrets(url: str) -> None:

@@ -640,27 +640,28 @@ class Worker:
                 raise
             self._settled(batch, lost, Outcome.RELEASED)
         if self._writes:
-            writes, self._writes = self._writes, []
-            results = await asyncio.gather(
-                *(self._write(*w) for w in writes), return_exceptions=True
-            )
-            retry: list[_Write] = []
-            first: BaseException | None = None
-            for write, result in zip(writes, results, strict=True):
-                if isinstance(result, Exception) and classify(result) is not Fault.PERMANENT:
-                    retry.append(write)
-                    first = first or result
-                elif isinstance(result, BaseException):
-                    # Not the database's state: a bug. Stop holding the job;
-                    # the reaper takes it back when its lease expires.
-                    self._held.pop(write[1].id, None)
-                    self._ran.pop(write[1].id, None)
-                    log.error(
-                        "job.settle_failed", **self._fields(write[1]), error=error_text(result)
-                    )
-            self._writes[:0] = retry
-            if first is not None:
-                raise first
+            await self._flush_writes()
+
+    async def _flush_writes(self) -> None:
+        """Write the buffered single outcomes (fail, snooze, cancel...) at once;
+        those that met an error that may pass go back to the buffer."""
+        writes, self._writes = self._writes, []
+        results = await asyncio.gather(*(self._write(*w) for w in writes), return_exceptions=True)
+        retry: list[_Write] = []
+        first: BaseException | None = None
+        for write, result in zip(writes, results, strict=True):
+            if isinstance(result, Exception) and classify(result) is not Fault.PERMANENT:
+                retry.append(write)
+                first = first or result
+            elif isinstance(result, BaseException):
+                # Not the database's state: a bug. Stop holding the job;
+                # the reaper takes it back when its lease expires.
+                self._held.pop(write[1].id, None)
+                self._ran.pop(write[1].id, None)
+                log.error("job.settle_failed", **self._fields(write[1]), error=error_text(result))
+        self._writes[:0] = retry
+        if first is not None:
+            raise first
 
     async def _write(self, kind: str, job: Job, arg: Any) -> None:
         try:
