@@ -584,6 +584,20 @@ def _database_flag(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def _subcommand(parent: Any, name: str, help: str, func: Callable[..., int], **kw: Any) -> _Parser:
+    """A command under `parent` (an argparse subparsers action) that runs `func`."""
+    sub: _Parser = parent.add_parser(
+        name,
+        help=help,
+        description=help,
+        epilog=EXIT_CODES_HELP,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        **kw,
+    )
+    sub.set_defaults(func=func)
+    return sub
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog="jobvisor",
@@ -597,16 +611,7 @@ def build_parser() -> argparse.ArgumentParser:
     commands.required = True
 
     def command(name: str, help: str, func: Callable[..., int], **kw: Any) -> _Parser:
-        sub: _Parser = commands.add_parser(
-            name,
-            help=help,
-            description=help,
-            epilog=EXIT_CODES_HELP,
-            formatter_class=argparse.RawDescriptionHelpFormatter,
-            **kw,
-        )
-        sub.set_defaults(func=func)
-        return sub
+        return _subcommand(commands, name, help, func, **kw)
 
     run = command("run", "run the supervisor and its workers until SIGTERM", cmd_run)
     add_flags(run)
@@ -661,14 +666,7 @@ def build_parser() -> argparse.ArgumentParser:
     dead_commands.required = True
 
     def dead_command(name: str, help: str, func: Callable[..., int]) -> _Parser:
-        sub: _Parser = dead_commands.add_parser(
-            name,
-            help=help,
-            description=help,
-            epilog=EXIT_CODES_HELP,
-            formatter_class=argparse.RawDescriptionHelpFormatter,
-        )
-        sub.set_defaults(func=func)
+        sub = _subcommand(dead_commands, name, help, func)
         _database_flag(sub)
         return sub
 

@@ -221,19 +221,7 @@ class PostgresDialect:
         return _meta_json(value)
 
     def copy_row(self, job: NewJob, run_at: Any, now: Any) -> tuple[Any, ...]:
-        return (
-            job.id,
-            job.queue,
-            job.job_type,
-            job.payload_json,
-            job.priority,
-            run_at,
-            job.max_attempts,
-            job.dedupe_key,
-            job.correlation_id,
-            now,
-            _meta_json(job.meta),
-        )
+        return _copy_row(job, job.id, run_at, now)
 
     def add_seconds(self, when: Any, seconds: float) -> Any:
         return when + dt.timedelta(seconds=seconds)
@@ -263,6 +251,23 @@ class PostgresDialect:
             row[17],
             row[18],
         )
+
+
+def _copy_row(job: NewJob, job_id: Any, run_at: Any, now: Any) -> tuple[Any, ...]:
+    """A new job's row for the bulk insert, its columns in the statement's order."""
+    return (
+        job_id,
+        job.queue,
+        job.job_type,
+        job.payload_json,
+        job.priority,
+        run_at,
+        job.max_attempts,
+        job.dedupe_key,
+        job.correlation_id,
+        now,
+        _meta_json(job.meta),
+    )
 
 
 def _epoch(value: dt.datetime | None) -> float | None:
@@ -310,19 +315,7 @@ class SqliteDialect:
         return when + seconds
 
     def copy_row(self, job: NewJob, run_at: Any, now: Any) -> tuple[Any, ...]:
-        return (
-            str(job.id),
-            job.queue,
-            job.job_type,
-            job.payload_json,
-            job.priority,
-            run_at,
-            job.max_attempts,
-            job.dedupe_key,
-            job.correlation_id,
-            now,
-            _meta_json(job.meta),
-        )
+        return _copy_row(job, str(job.id), run_at, now)  # SQLite keeps ids as text
 
     def job(self, row: Sequence[Any]) -> Job:
         return Job(
