@@ -912,6 +912,52 @@ def dead_discard_type(
     return Plan(steps, transaction=False)
 
 
+# --- flow control -------------------------------------------------------------
+
+
+def pause(ctx: Ctx, queue: str) -> Plan[None]:
+    """Stop every claim, on every host, from taking jobs of `queue` until
+    `resume`. Once this returns no claim returns a job of the queue: on
+    PostgreSQL it waits for the claims in flight to end (a lock that every
+    claim's read of the pause list conflicts with, held for a moment), on
+    SQLite the write lock does the same. Running jobs finish as usual; enqueue
+    still works, and the jobs wait. Pausing a paused queue changes nothing."""
+    name = validate.name("queue", queue)
+    sql = ctx.dialect.sql
+
+    def steps() -> Steps[None]:
+        yield Stmt(sql.QUEUE_PAUSE_LOCK)
+        yield Stmt(sql.QUEUE_PAUSE, {"queue": name, "now": ctx.now()})
+
+    return Plan(steps())
+
+
+def resume(ctx: Ctx, queue: str) -> Plan[None]:
+    """Let claims take jobs of `queue` again. On PostgreSQL the idle workers
+    of the queue are woken at once (the notice a new job sends); SQLite's
+    workers see it at their next poll. Resuming a queue that is not paused
+    changes nothing."""
+    name = validate.name("queue", queue)
+    d = ctx.dialect
+
+    def steps() -> Steps[None]:
+        row = yield Stmt(d.sql.QUEUE_RESUME, {"queue": name}, fetch="one")
+        if row is not None and d.notifies:
+            yield Stmt(d.sql.JOB_NOTIFY, {"queue": name}, fetch="all")
+
+    return Plan(steps())
+
+
+def paused(ctx: Ctx) -> Plan[list[str]]:
+    """The paused queues, by name."""
+    sql = ctx.dialect.sql.QUEUE_PAUSED_LIST
+
+    def steps() -> Steps[list[str]]:
+        return [r[0] for r in (yield Stmt(sql, fetch="all"))]
+
+    return Plan(steps(), write=False, transaction=False)
+
+
 # --- leadership ---------------------------------------------------------------
 
 
