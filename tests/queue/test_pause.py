@@ -6,11 +6,12 @@ from __future__ import annotations
 import asyncio
 import threading
 
+import psycopg
 import pytest
 
 import jobvisor
 from jobvisor import JobStatus, Queue
-from jobvisor.queue.errors import InvalidArgument, LeaseLost
+from jobvisor.queue.errors import DatabaseUnavailable, InvalidArgument, LeaseLost
 from jobvisor.queue.notices import Notice, NoticeKind
 from tests.conftest import run_async
 from tests.invariants import assert_invariants
@@ -184,3 +185,20 @@ def test_no_claim_takes_a_job_after_pause_returns_under_racing_claimers(
     run_in_processes(child_claim_all, [(url, "w3", 50)])
     assert queue_counts(url, "paused") == {"completed": 3000}
     assert_invariants(url)
+
+
+def test_a_pause_blocked_by_a_long_reader_fails_and_changes_nothing(pg_url: str) -> None:
+    """A transaction that read the pause table (pg_dump does) holds the lock a
+    pause needs: the pause gives up after its lock timeout instead of holding
+    every claim back for as long, and claims go on."""
+    with jobvisor.connect(pg_url) as q, psycopg.connect(pg_url) as reader:
+        q.migrate()
+        q.enqueue("t", queue="mail")
+        reader.execute("SELECT count(*) FROM jobvisor_queue_pauses").fetchall()  # tx open
+        with pytest.raises(DatabaseUnavailable, match="lock timeout"):
+            q.pause("mail")
+        assert q.paused() == []
+        assert len(q.claim("w")) == 1
+        reader.rollback()
+        q.pause("mail")
+        assert q.paused() == ["mail"]

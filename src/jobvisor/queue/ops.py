@@ -39,6 +39,10 @@ from .model import (
 DEFAULT_LEASE = validate.DEFAULT_LEASE
 DEFAULT_CLEANUP_BATCH = 1000
 DEAD_LIST_DEFAULT = 100
+# How long a pause waits for the claims in flight (PostgreSQL). They take
+# milliseconds; what holds the lock longer is a long transaction that read the
+# pause table (pg_dump), and every claim waits behind the pause meanwhile.
+PAUSE_LOCK_TIMEOUT_MS = 5000
 # An error message is kept to this many characters: enough for a traceback's
 # last frames, small enough that a failing handler cannot bloat the table.
 MAX_ERROR_CHARS = 8000
@@ -924,11 +928,17 @@ def pause(ctx: Ctx, queue: str) -> Plan[None]:
     PostgreSQL it waits for the claims in flight to end (a lock that every
     claim's read of the pause list conflicts with, held for a moment), on
     SQLite the write lock does the same. Running jobs finish as usual; enqueue
-    still works, and the jobs wait. Pausing a paused queue changes nothing."""
+    still works, and the jobs wait. Pausing a paused queue changes nothing.
+
+    If the lock cannot be had within 5 s (a long transaction that read the
+    pause table holds it), `DatabaseUnavailable` is raised, nothing changed,
+    and the claims that waited go on: try again."""
     name = validate.name("queue", queue)
     sql = ctx.dialect.sql
+    timeout = {"lock_timeout": f"{PAUSE_LOCK_TIMEOUT_MS}ms"}
 
     def steps() -> Steps[None]:
+        yield Stmt(sql.QUEUE_PAUSE_LOCK_TIMEOUT, timeout, fetch="all")
         yield Stmt(sql.QUEUE_PAUSE_LOCK)
         yield Stmt(sql.QUEUE_PAUSE, {"queue": name, "now": ctx.now()})
 

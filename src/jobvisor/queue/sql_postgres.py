@@ -303,6 +303,13 @@ JOB_STATUS: Final[LiteralString] = (
     "SELECT status FROM jobvisor_jobs WHERE id = %(id)s"
 )
 
+QUEUE_PAUSE_LOCK_TIMEOUT: Final[LiteralString] = (
+    # How long QUEUE_PAUSE_LOCK may wait, for this transaction only: claims
+    # queue up behind it, so a long transaction holding the table (pg_dump)
+    # makes the pause fail rather than stop every claim for as long.
+    "SELECT set_config('lock_timeout', %(lock_timeout)s, true)"
+)
+
 QUEUE_PAUSE_LOCK: Final[LiteralString] = (
     # Wait for every claim in flight and hold new ones until this transaction
     # commits: a claim that waited takes its snapshot after the commit, so it

@@ -290,6 +290,11 @@ JOB_STATUS: Final[LiteralString] = (
     "SELECT status FROM jobvisor_jobs WHERE id = :id"
 )
 
+QUEUE_PAUSE_LOCK_TIMEOUT: Final[LiteralString] = (
+    # BEGIN IMMEDIATE waits for the write lock up to the busy timeout already.
+    "SELECT :lock_timeout"
+)
+
 QUEUE_PAUSE_LOCK: Final[LiteralString] = (
     # BEGIN IMMEDIATE already holds the write lock, which every claim needs.
     "SELECT 1"
