@@ -521,6 +521,54 @@ def cmd_cancel(args: argparse.Namespace, config: Config) -> int:
     return EXIT_FAILED if failed else EXIT_OK
 
 
+def cmd_queue_pause(args: argparse.Namespace, config: Config) -> int:
+    with _queue(config) as q:
+        q.pause(args.name)
+    print(f"paused {args.name}: no job of it starts until it is resumed")
+    return EXIT_OK
+
+
+def cmd_queue_resume(args: argparse.Namespace, config: Config) -> int:
+    with _queue(config) as q:
+        q.resume(args.name)
+    print(f"resumed {args.name}")
+    return EXIT_OK
+
+
+def cmd_queue_list(args: argparse.Namespace, config: Config) -> int:
+    with _queue(config) as q:
+        summary = q.summary()
+    names = sorted({r.queue for r in summary.rows} | set(summary.paused))
+    statuses = list(JobStatus)
+    if args.json:
+        _print_json(
+            [
+                {
+                    "queue": name,
+                    **{s.value: summary.count(s, name) for s in statuses},
+                    "paused": name in summary.paused,
+                    "limits": None,
+                }
+                for name in names
+            ]
+        )
+        return EXIT_OK
+    if not names:
+        print("no queues: no job and nothing paused")
+        return EXIT_OK
+    rows = [
+        [
+            name,
+            *[str(summary.count(s, name)) for s in statuses],
+            "yes" if name in summary.paused else "no",
+            "-",
+        ]
+        for name in names
+    ]
+    print(_table(["queue", *[s.value for s in statuses], "paused", "limits"], rows))
+    return EXIT_OK
+
+
 def cmd_cleanup(args: argparse.Namespace, config: Config) -> int:
     older_than: Any
     if args.older_than is not None:
@@ -686,6 +734,24 @@ def build_parser() -> argparse.ArgumentParser:
         sub.add_argument("--type", metavar="TYPE", help="every dead job of this type")
         sub.add_argument("--yes", "-y", action="store_true", help="do not ask to confirm")
 
+    queue = command("queue", "list queues, pause or resume one", _no_op)
+    queue_commands = queue.add_subparsers(
+        dest="queue_command", metavar="ACTION", parser_class=_Parser
+    )
+    queue_commands.required = True
+    queue_list = _subcommand(
+        queue_commands, "list", "every queue: job counts by status, paused, limits", cmd_queue_list
+    )
+    _database_flag(queue_list)
+    queue_list.add_argument("--json", action="store_true", help="a JSON array")
+    for name, func, help in (
+        ("pause", cmd_queue_pause, "no claim takes a job of the queue until it is resumed"),
+        ("resume", cmd_queue_resume, "let claims take jobs of the queue again"),
+    ):
+        sub = _subcommand(queue_commands, name, help, func)
+        _database_flag(sub)
+        sub.add_argument("name", metavar="NAME", help="the queue")
+
     cancel = command("cancel", "cancel pending or retryable jobs; they will never run", cmd_cancel)
     _database_flag(cancel)
     cancel.add_argument("ids", nargs="+", metavar="ID")
@@ -732,7 +798,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except SystemExit as exc:  # --help, --version and usage errors
         code: object = exc.code
         return code if isinstance(code, int) else EXIT_USAGE
-    prog = "jobvisor " + args.command + (f" {args.dead_command}" if args.command == "dead" else "")
+    action = {"dead": "dead_command", "queue": "queue_command"}.get(args.command)
+    prog = "jobvisor " + args.command + (f" {getattr(args, action)}" if action else "")
     if args.command == "version":
         return cmd_version(args, None)
     if argv is None:  # our own command line: keep a password out of `ps`

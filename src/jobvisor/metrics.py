@@ -164,6 +164,12 @@ class Metrics:
             ("queue",),
             registry=r,
         )
+        self.queue_paused = Gauge(
+            "jobvisor_queue_paused",
+            "1 while the queue is paused (no claim takes its jobs), else 0.",
+            ("queue",),
+            registry=r,
+        )
         self.claims = Counter(
             "jobvisor_claims", "Claim statements that returned at least one job.", registry=r
         )
@@ -217,6 +223,9 @@ class Metrics:
             for status in JobStatus:
                 self.queue_jobs.labels(name, status.value).set(summary.count(status, name))
             self.oldest_pending_age.labels(name).set(summary.oldest_pending_age.get(name, 0.0))
+        self.queue_paused.clear()
+        for name in sorted({r.queue for r in summary.rows} | set(summary.paused)):
+            self.queue_paused.labels(name).set(1 if name in summary.paused else 0)
 
     def record_restart(self, reason: str) -> None:
         """A worker was replaced: `crashed`, `killed` (a signal; SIGKILL is

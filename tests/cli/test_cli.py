@@ -68,8 +68,12 @@ def test_every_command_has_help() -> None:
     names = {p[0] for p in command_paths() if p}
     assert names == {
         "run", "migrate", "enqueue", "status", "dead", "cancel", "cleanup", "config", "version",
+        "queue",
     }  # fmt: skip
-    assert {p[1] for p in command_paths() if len(p) == 2} == {"list", "show", "requeue", "discard"}
+    assert {tuple(p) for p in command_paths() if len(p) == 2} == {
+        ("dead", "list"), ("dead", "show"), ("dead", "requeue"), ("dead", "discard"),
+        ("queue", "list"), ("queue", "pause"), ("queue", "resume"),
+    }  # fmt: skip
 
 
 def test_run_has_a_flag_for_every_setting(tmp_path: Path) -> None:

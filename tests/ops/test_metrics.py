@@ -176,3 +176,21 @@ def test_queue_gauges_agree_with_the_database(queue: Queue) -> None:
     assert value(metrics, "jobvisor_queue_jobs", queue="mail", status="pending") is None
     assert value(metrics, "jobvisor_queue_oldest_pending_age_seconds", queue="mail") is None
     assert value(metrics, "jobvisor_queue_jobs", queue="images", status="pending") == 2
+
+
+def test_the_paused_gauge_follows_pause_and_resume(queue: Queue) -> None:
+    queue.enqueue("send_email", queue="mail")
+    queue.enqueue("resize", queue="images")
+    queue.pause("mail")
+    queue.pause("idle")  # paused with no job at all: shown too
+    metrics = Metrics()
+    metrics.record_summary(queue.summary())
+    assert value(metrics, "jobvisor_queue_paused", queue="mail") == 1
+    assert value(metrics, "jobvisor_queue_paused", queue="idle") == 1
+    assert value(metrics, "jobvisor_queue_paused", queue="images") == 0
+
+    queue.resume("mail")
+    queue.resume("idle")
+    metrics.record_summary(queue.summary())
+    assert value(metrics, "jobvisor_queue_paused", queue="mail") == 0
+    assert value(metrics, "jobvisor_queue_paused", queue="idle") is None

@@ -61,6 +61,7 @@ class QueueModel:
     def __init__(self) -> None:
         self.now = 0.0
         self.jobs: dict[uuid.UUID, ModelJob] = {}
+        self.paused: set[str] = set()  # no claim takes a job of these queues
 
     # --- enqueue --------------------------------------------------------------
 
@@ -104,6 +105,7 @@ class QueueModel:
             and j.run_at <= self.now
             and (not queues or j.queue in queues)
             and (not job_types or j.job_type in job_types)
+            and j.queue not in self.paused
         ]
         due.sort(key=lambda j: (-j.priority, j.run_at, j.id))
         return [j.id for j in due[:limit]]

@@ -99,10 +99,11 @@ class Table:
 
     def empty(self) -> None:
         if self.pg is not None:
-            self.pg.execute("TRUNCATE jobvisor_jobs")
+            self.pg.execute("TRUNCATE jobvisor_jobs, jobvisor_queue_pauses")
         else:
             assert self.lite is not None
             self.lite.execute("DELETE FROM jobvisor_jobs")
+            self.lite.execute("DELETE FROM jobvisor_queue_pauses")
 
     def _time(self, value: Any) -> float | None:
         if value is None:
@@ -425,11 +426,26 @@ class QueueMachine(RuleBasedStateMachine):
             m.status, m.attempts, m.queue, m.job_type, m.priority,
         )  # fmt: skip
 
+    # --- flow control -------------------------------------------------------------
+
+    @rule(queue=st.sampled_from(QUEUES))
+    def pause(self, queue: str) -> None:
+        self.q.pause(queue)
+        self.model.paused.add(queue)
+        assert self.q.paused() == sorted(self.model.paused)
+
+    @rule(queue=st.sampled_from(QUEUES))
+    def resume(self, queue: str) -> None:
+        self.q.resume(queue)
+        self.model.paused.discard(queue)
+        assert self.q.paused() == sorted(self.model.paused)
+
     @rule()
     def summary(self) -> None:
         counts = self.model.counts()
         got = {str(s): n for s, n in self.q.summary().by_status().items() if n}
         assert got == counts
+        assert self.q.summary().paused == tuple(sorted(self.model.paused))
         assert self.q.dead.count() == counts.get("dead", 0)
         dead = {j.id for j in self.q.dead.list(100)}
         assert dead == {i for i, j in self.model.jobs.items() if j.status == "dead"}

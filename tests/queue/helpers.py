@@ -47,6 +47,32 @@ def table_snapshot(url: str) -> list[tuple[Any, ...]]:
     return query_all(url, ["SELECT * FROM jobvisor_jobs ORDER BY id"])[0]
 
 
+def claimed_after_pause(url: str) -> list[tuple[Any, ...]]:
+    """(id, queue) of every job a claim took after its queue was paused (the
+    claim's start time against the pause's, both from the database clock)."""
+    (rows,) = query_all(
+        url,
+        [
+            "SELECT j.id, j.queue FROM jobvisor_jobs AS j"
+            " JOIN jobvisor_queue_pauses AS p ON p.queue = j.queue"
+            " WHERE j.started_at > p.paused_at"
+        ],
+    )
+    return rows
+
+
+def queue_counts(url: str, queue: str) -> dict[str, int]:
+    """How many jobs of one queue are in each status (zero counts left out)."""
+    (rows,) = query_all(
+        url,
+        [
+            "SELECT status, COUNT(*) FROM jobvisor_jobs"
+            f" WHERE queue = '{queue}' GROUP BY status"  # a test's own literal name
+        ],
+    )
+    return {str(status): int(n) for status, n in rows}
+
+
 def close_to(a: dt.datetime | None, b: dt.datetime, *, within: float = 0.01) -> bool:
     """Equal up to `within` seconds (SQLite keeps times as float epoch seconds)."""
     return a is not None and abs((a - b).total_seconds()) <= within

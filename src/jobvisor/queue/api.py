@@ -132,6 +132,9 @@ class Queue(_SyncBound):
     summary = _sync(ops.summary)
     get = _sync(ops.get)
     cancel = _sync(ops.cancel)
+    pause = _sync(ops.pause)
+    resume = _sync(ops.resume)
+    paused = _sync(ops.paused)
     leader_attempt_elect = _sync(ops.leader_attempt_elect)
     leader_resign = _sync(ops.leader_resign)
 
@@ -196,6 +199,9 @@ class AsyncQueue(_AsyncBound):
     summary = _async(ops.summary)
     get = _async(ops.get)
     cancel = _async(ops.cancel)
+    pause = _async(ops.pause)
+    resume = _async(ops.resume)
+    paused = _async(ops.paused)
     leader_attempt_elect = _async(ops.leader_attempt_elect)
     leader_resign = _async(ops.leader_resign)
 

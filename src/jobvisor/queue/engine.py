@@ -136,6 +136,11 @@ class SqlSet(Protocol):
     JOB_DELETE_DEAD_OF_TYPE: LiteralString
     JOB_CANCEL: LiteralString
     JOB_STATUS: LiteralString
+    QUEUE_PAUSE_LOCK_TIMEOUT: LiteralString
+    QUEUE_PAUSE_LOCK: LiteralString
+    QUEUE_PAUSE: LiteralString
+    QUEUE_RESUME: LiteralString
+    QUEUE_PAUSED_LIST: LiteralString
     LEADER_ATTEMPT_ELECT: LiteralString
     LEADER_RESIGN: LiteralString
 

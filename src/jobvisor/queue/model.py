@@ -255,11 +255,12 @@ class SummaryRow:
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class Summary:
-    """Job counts by queue and status, and the age of each queue's oldest
-    claimable job (seconds, from the database clock)."""
+    """Job counts by queue and status, the age of each queue's oldest
+    claimable job (seconds, from the database clock), and the paused queues."""
 
     rows: tuple[SummaryRow, ...]
     oldest_pending_age: Mapping[str, float]
+    paused: tuple[str, ...] = ()
 
     def count(self, status: JobStatus | str | None = None, queue: str | None = None) -> int:
         return sum(

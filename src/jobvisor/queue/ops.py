@@ -39,6 +39,10 @@ from .model import (
 DEFAULT_LEASE = validate.DEFAULT_LEASE
 DEFAULT_CLEANUP_BATCH = 1000
 DEAD_LIST_DEFAULT = 100
+# How long a pause waits for the claims in flight (PostgreSQL). They take
+# milliseconds; what holds the lock longer is a long transaction that read the
+# pause table (pg_dump), and every claim waits behind the pause meanwhile.
+PAUSE_LOCK_TIMEOUT_MS = 5000
 # An error message is kept to this many characters: enough for a traceback's
 # last frames, small enough that a failing handler cannot bloat the table.
 MAX_ERROR_CHARS = 8000
@@ -691,16 +695,19 @@ def _delete_in_batches(sql: LiteralString, params: dict[str, Any], batch_size: i
 
 
 def summary(ctx: Ctx) -> Plan[Summary]:
-    """Counts by queue and status, and each queue's oldest due job's age."""
+    """Counts by queue and status, each queue's oldest due job's age, and the
+    paused queues."""
     sql = ctx.dialect.sql
     now = ctx.now()
 
     def steps() -> Steps[Summary]:
         rows = yield Stmt(sql.JOB_COUNT_BY_QUEUE_STATUS, {}, fetch="all")
         ages = yield Stmt(sql.JOB_OLDEST_DUE_AGE, {"now": now}, fetch="all")
+        paused = yield Stmt(sql.QUEUE_PAUSED_LIST, fetch="all")
         return Summary(
             rows=tuple(sorted(SummaryRow(r[0], JobStatus(r[1]), int(r[2])) for r in rows)),
             oldest_pending_age={r[0]: max(0.0, float(r[1])) for r in ages},
+            paused=tuple(r[0] for r in paused),
         )
 
     return Plan(steps(), write=False, transaction=False)
@@ -910,6 +917,58 @@ def dead_discard_type(
     params = {"job_type": job_type, "limit": batch_size}
     steps = _delete_in_batches(ctx.dialect.sql.JOB_DELETE_DEAD_OF_TYPE, params, batch_size)
     return Plan(steps, transaction=False)
+
+
+# --- flow control -------------------------------------------------------------
+
+
+def pause(ctx: Ctx, queue: str) -> Plan[None]:
+    """Stop every claim, on every host, from taking jobs of `queue` until
+    `resume`. Once this returns no claim returns a job of the queue: on
+    PostgreSQL it waits for the claims in flight to end (a lock that every
+    claim's read of the pause list conflicts with, held for a moment), on
+    SQLite the write lock does the same. Running jobs finish as usual; enqueue
+    still works, and the jobs wait. Pausing a paused queue changes nothing.
+
+    If the lock cannot be had within 5 s (a long transaction that read the
+    pause table holds it), `DatabaseUnavailable` is raised, nothing changed,
+    and the claims that waited go on: try again."""
+    name = validate.name("queue", queue)
+    sql = ctx.dialect.sql
+    timeout = {"lock_timeout": f"{PAUSE_LOCK_TIMEOUT_MS}ms"}
+
+    def steps() -> Steps[None]:
+        yield Stmt(sql.QUEUE_PAUSE_LOCK_TIMEOUT, timeout, fetch="all")
+        yield Stmt(sql.QUEUE_PAUSE_LOCK)
+        yield Stmt(sql.QUEUE_PAUSE, {"queue": name, "now": ctx.now()})
+
+    return Plan(steps())
+
+
+def resume(ctx: Ctx, queue: str) -> Plan[None]:
+    """Let claims take jobs of `queue` again. On PostgreSQL the idle workers
+    of the queue are woken at once (the notice a new job sends); SQLite's
+    workers see it at their next poll. Resuming a queue that is not paused
+    changes nothing."""
+    name = validate.name("queue", queue)
+    d = ctx.dialect
+
+    def steps() -> Steps[None]:
+        row = yield Stmt(d.sql.QUEUE_RESUME, {"queue": name}, fetch="one")
+        if row is not None and d.notifies:
+            yield Stmt(d.sql.JOB_NOTIFY, {"queue": name}, fetch="all")
+
+    return Plan(steps())
+
+
+def paused(ctx: Ctx) -> Plan[list[str]]:
+    """The paused queues, by name."""
+    sql = ctx.dialect.sql.QUEUE_PAUSED_LIST
+
+    def steps() -> Steps[list[str]]:
+        return [r[0] for r in (yield Stmt(sql, fetch="all"))]
+
+    return Plan(steps(), write=False, transaction=False)
 
 
 # --- leadership ---------------------------------------------------------------

@@ -82,13 +82,15 @@ JOB_NOTIFY: Final[LiteralString] = (
 )
 
 JOB_CLAIM: Final[LiteralString] = (
-    # Claim up to `limit` due jobs in priority order, skipping rows others hold.
+    # Claim up to `limit` due jobs in priority order, skipping rows others hold
+    # and jobs of paused queues (the pause list is read once per statement).
     "WITH picked AS ("
     " SELECT id FROM jobvisor_jobs"
     " WHERE status IN ('pending', 'retryable')"
     "   AND run_at <= coalesce(%(now)s::timestamptz, now())"
     "   AND (%(queues)s::text[] IS NULL OR queue = ANY(%(queues)s::text[]))"
     "   AND (%(job_types)s::text[] IS NULL OR job_type = ANY(%(job_types)s::text[]))"
+    "   AND queue <> ALL(ARRAY(SELECT queue FROM jobvisor_queue_pauses))"
     " ORDER BY priority DESC, run_at, id"
     " LIMIT %(limit)s FOR UPDATE SKIP LOCKED)"
     " UPDATE jobvisor_jobs AS j SET status = 'running', attempts = j.attempts + 1,"
@@ -299,6 +301,39 @@ JOB_CANCEL: Final[LiteralString] = (
 JOB_STATUS: Final[LiteralString] = (
     # The status of one job, to explain a refused change.
     "SELECT status FROM jobvisor_jobs WHERE id = %(id)s"
+)
+
+QUEUE_PAUSE_LOCK_TIMEOUT: Final[LiteralString] = (
+    # How long QUEUE_PAUSE_LOCK may wait, for this transaction only: claims
+    # queue up behind it, so a long transaction holding the table (pg_dump)
+    # makes the pause fail rather than stop every claim for as long.
+    "SELECT set_config('lock_timeout', %(lock_timeout)s, true)"
+)
+
+QUEUE_PAUSE_LOCK: Final[LiteralString] = (
+    # Wait for every claim in flight and hold new ones until this transaction
+    # commits: a claim that waited takes its snapshot after the commit, so it
+    # sees the pause (every claim reads the pause table, and this lock
+    # conflicts with that read).
+    "LOCK TABLE jobvisor_queue_pauses IN ACCESS EXCLUSIVE MODE"
+)
+
+QUEUE_PAUSE: Final[LiteralString] = (
+    # Pause a queue (a paused one keeps its first pause time). The time is
+    # taken after the lock: every claim that began later saw the pause.
+    "INSERT INTO jobvisor_queue_pauses (queue, paused_at)"
+    " VALUES (%(queue)s, coalesce(%(now)s::timestamptz, clock_timestamp()))"
+    " ON CONFLICT (queue) DO NOTHING"
+)
+
+QUEUE_RESUME: Final[LiteralString] = (
+    # Resume a queue; returns its name when it was paused.
+    "DELETE FROM jobvisor_queue_pauses WHERE queue = %(queue)s RETURNING queue"
+)
+
+QUEUE_PAUSED_LIST: Final[LiteralString] = (
+    # The paused queues, by name.
+    "SELECT queue FROM jobvisor_queue_pauses ORDER BY queue"
 )
 
 LEADER_ATTEMPT_ELECT: Final[LiteralString] = (

@@ -70,7 +70,7 @@ JOB_NOTIFY: Final[LiteralString] = (
 )
 
 JOB_CLAIM: Final[LiteralString] = (
-    # Claim up to `limit` due jobs in priority order.
+    # Claim up to `limit` due jobs in priority order, none of a paused queue.
     "UPDATE jobvisor_jobs SET status = 'running', attempts = attempts + 1,"
     " claim_token = lower(hex(randomblob(16))), worker_id = :worker_id,"
     " lease_expires_at = coalesce(:now, (julianday('now') - 2440587.5) * 86400.0) + :lease,"
@@ -81,6 +81,7 @@ JOB_CLAIM: Final[LiteralString] = (
     "   AND run_at <= coalesce(:now, (julianday('now') - 2440587.5) * 86400.0)"
     "   AND (:queues IS NULL OR queue IN (SELECT value FROM json_each(:queues)))"
     "   AND (:job_types IS NULL OR job_type IN (SELECT value FROM json_each(:job_types)))"
+    "   AND queue NOT IN (SELECT queue FROM jobvisor_queue_pauses)"
     " ORDER BY priority DESC, run_at, id LIMIT :limit)"
     " RETURNING id, queue, job_type, payload, priority, run_at, status, attempts,"
     " max_attempts, last_error, correlation_id, dedupe_key, lease_expires_at, claim_token,"
@@ -287,6 +288,33 @@ JOB_CANCEL: Final[LiteralString] = (
 JOB_STATUS: Final[LiteralString] = (
     # The status of one job, to explain a refused change.
     "SELECT status FROM jobvisor_jobs WHERE id = :id"
+)
+
+QUEUE_PAUSE_LOCK_TIMEOUT: Final[LiteralString] = (
+    # BEGIN IMMEDIATE waits for the write lock up to the busy timeout already.
+    "SELECT :lock_timeout"
+)
+
+QUEUE_PAUSE_LOCK: Final[LiteralString] = (
+    # BEGIN IMMEDIATE already holds the write lock, which every claim needs.
+    "SELECT 1"
+)
+
+QUEUE_PAUSE: Final[LiteralString] = (
+    # Pause a queue (a paused one keeps its first pause time).
+    "INSERT INTO jobvisor_queue_pauses (queue, paused_at)"
+    " VALUES (:queue, coalesce(:now, (julianday('now') - 2440587.5) * 86400.0))"
+    " ON CONFLICT (queue) DO NOTHING"
+)
+
+QUEUE_RESUME: Final[LiteralString] = (
+    # Resume a queue; returns its name when it was paused.
+    "DELETE FROM jobvisor_queue_pauses WHERE queue = :queue RETURNING queue"
+)
+
+QUEUE_PAUSED_LIST: Final[LiteralString] = (
+    # The paused queues, by name.
+    "SELECT queue FROM jobvisor_queue_pauses ORDER BY queue"
 )
 
 LEADER_ATTEMPT_ELECT: Final[LiteralString] = (
