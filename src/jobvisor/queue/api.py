@@ -134,6 +134,11 @@ class Queue(_SyncBound):
     cancel = _sync(ops.cancel)
     leader_attempt_elect = _sync(ops.leader_attempt_elect)
     leader_resign = _sync(ops.leader_resign)
+    schedules = _sync(ops.schedules)
+    schedule_run = _sync(ops.schedule_run)
+    schedule_sync = _sync(ops.schedule_sync)
+    schedule_next_ticks = _sync(ops.schedule_next_ticks)
+    schedule_fire = _sync(ops.schedule_fire)
 
     def transaction(self) -> contextlib.AbstractContextManager[Any]:
         """A transaction on a connection of the queue's engine, for work that
@@ -198,6 +203,11 @@ class AsyncQueue(_AsyncBound):
     cancel = _async(ops.cancel)
     leader_attempt_elect = _async(ops.leader_attempt_elect)
     leader_resign = _async(ops.leader_resign)
+    schedules = _async(ops.schedules)
+    schedule_run = _async(ops.schedule_run)
+    schedule_sync = _async(ops.schedule_sync)
+    schedule_next_ticks = _async(ops.schedule_next_ticks)
+    schedule_fire = _async(ops.schedule_fire)
 
     def transaction(self) -> contextlib.AbstractAsyncContextManager[Any]:
         """`Queue.transaction` for asyncio code: `async with queue.transaction() as conn`."""
