@@ -1056,7 +1056,7 @@ def schedule_fire(
     its tick's time."""
     d = ctx.dialect
     jobs = [_schedule_job(ctx, schedule, tick) for tick in ticks]
-    last = ticks[-1] if ticks else schedule.last_run_at
+    last = ticks[-1] if ticks else None  # none fired: last_run_at stays
     params = {
         "name": schedule.name,
         "expected": d.time(schedule.next_run_at),

@@ -365,6 +365,7 @@ SCHEDULE_ENABLED: Final[LiteralString] = (
 
 SCHEDULE_ADVANCE: Final[LiteralString] = (
     # Move a schedule past the ticks being enqueued, only if no one did it first.
-    "UPDATE jobvisor_schedules SET next_run_at = %(next_run_at)s, last_run_at = %(last_run_at)s"
+    "UPDATE jobvisor_schedules SET next_run_at = %(next_run_at)s,"
+    " last_run_at = coalesce(%(last_run_at)s::timestamptz, last_run_at)"
     " WHERE name = %(name)s AND next_run_at = %(expected)s AND enabled"
 )

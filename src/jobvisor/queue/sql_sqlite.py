@@ -353,6 +353,7 @@ SCHEDULE_ENABLED: Final[LiteralString] = (
 
 SCHEDULE_ADVANCE: Final[LiteralString] = (
     # Move a schedule past the ticks being enqueued, only if no one did it first.
-    "UPDATE jobvisor_schedules SET next_run_at = :next_run_at, last_run_at = :last_run_at"
+    "UPDATE jobvisor_schedules SET next_run_at = :next_run_at,"
+    " last_run_at = coalesce(:last_run_at, last_run_at)"
     " WHERE name = :name AND next_run_at = :expected AND enabled"
 )
