@@ -93,7 +93,11 @@ def test_two_supervisors_with_the_leader_killed_enqueue_each_tick_once(
         live.remove(leader)
         live.append(start_service(pg_url, tmp_path, APP, name=f"s{started}"))
         started += 1
-        wait_until(lambda n=before: len(ticks(pg_url)) > n + 2, timeout=120, what="firing again")
+
+        def firing_again(n: int = before) -> bool:
+            return len(ticks(pg_url)) > n + 2
+
+        wait_until(firing_again, timeout=120, what="firing again")
     for service in live:
         assert service.stop() == 0
     got = assert_one_job_per_tick(pg_url)
