@@ -68,8 +68,11 @@ def test_every_command_has_help() -> None:
     names = {p[0] for p in command_paths() if p}
     assert names == {
         "run", "migrate", "enqueue", "status", "dead", "cancel", "cleanup", "config", "version",
+        "schedules",
     }  # fmt: skip
-    assert {p[1] for p in command_paths() if len(p) == 2} == {"list", "show", "requeue", "discard"}
+    assert {p[1] for p in command_paths() if len(p) == 2} == {
+        "list", "show", "requeue", "discard", "run",
+    }  # fmt: skip
 
 
 def test_run_has_a_flag_for_every_setting(tmp_path: Path) -> None:
