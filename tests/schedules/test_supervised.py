@@ -5,6 +5,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import random
+import re
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator
@@ -16,7 +17,7 @@ import pytest
 import jobvisor
 from jobvisor.exitcodes import ExitCode
 from tests.invariants import query_all
-from tests.supervisor.helpers import Service, services, wait_until
+from tests.supervisor.helpers import Service, http_get, services, wait_until
 
 pytestmark = pytest.mark.slow
 
@@ -54,9 +55,17 @@ def assert_one_job_per_tick(url: str) -> list[dt.datetime]:
 def test_a_supervisor_enqueues_each_tick_once(
     url: str, tmp_path: Path, start_service: Callable[..., Service]
 ) -> None:
-    service = start_service(url, tmp_path, APP)
+    service = start_service(url, tmp_path, {**APP, "JOBVISOR_HTTP_ADDR": "127.0.0.1:0"})
     service.wait_event("schedules.synced")
     wait_until(lambda: len(ticks(url)) >= 4, what="four ticks enqueued")
+    port = int(service.wait_event("http.listening")[0]["port"])
+    metrics = http_get(port, "/metrics")[1]
+    fired = re.search(
+        r'^jobvisor_schedule_fired_total\{schedule="every_second"\} (\S+)$', metrics, re.M
+    )
+    lags = re.search(r"^jobvisor_schedule_lag_seconds_count (\S+)$", metrics, re.M)
+    assert fired is not None and lags is not None, metrics
+    assert float(fired.group(1)) >= 4 and float(lags.group(1)) == float(fired.group(1))
     assert service.stop() == 0
     assert_one_job_per_tick(url)
     with jobvisor.connect(url) as q:
