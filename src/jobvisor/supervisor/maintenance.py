@@ -312,16 +312,17 @@ async def run_periodically(
     first_delay: float | None = None,
 ) -> None:
     """Call `service.run_once()` every `service.interval` seconds (jittered)
-    while `when()` is true; log a failure and carry on. Runs until cancelled."""
+    while `when()` is true; log a failure and carry on. The interval is read
+    after each run, so a service may change it (the scheduler waits for its
+    next tick). Runs until cancelled."""
     delay = _jittered(service.interval) if first_delay is None else first_delay
     while True:
         await asyncio.sleep(delay)
-        delay = _jittered(service.interval)
-        if not when():
-            continue
-        try:
-            await service.run_once()
-        except asyncio.CancelledError:
-            raise
-        except Exception as exc:
-            log.error("maintenance.failed", service=service.name, error=_error(exc))
+        if when():
+            try:
+                await service.run_once()
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                log.error("maintenance.failed", service=service.name, error=_error(exc))
+        delay = _jittered(service.interval)  # read after the run: it may have changed it
