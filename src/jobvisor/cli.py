@@ -585,6 +585,51 @@ def cmd_cleanup(args: argparse.Namespace, config: Config) -> int:
     return EXIT_OK
 
 
+def cmd_schedules(args: argparse.Namespace, config: Config) -> int:
+    with _queue(config) as q:
+        schedules = q.schedules()
+    if args.json:
+        _print_json(
+            [
+                {
+                    "name": s.name,
+                    "spec": s.spec,
+                    "timezone": s.timezone,
+                    "next_run_at": s.next_run_at.isoformat(),
+                    "last_run_at": s.last_run_at.isoformat() if s.last_run_at else None,
+                    "enabled": s.enabled,
+                    "job_type": s.job_type,
+                    "queue": s.queue,
+                }
+                for s in schedules
+            ]
+        )
+        return EXIT_OK
+    if not schedules:
+        print("no schedules (a supervisor writes the app's at start)")
+        return EXIT_OK
+    rows = [
+        [
+            s.name,
+            s.spec,
+            s.timezone,
+            _when(s.next_run_at) if s.enabled else "-",
+            _when(s.last_run_at),
+            "yes" if s.enabled else "no",
+        ]
+        for s in schedules
+    ]
+    print(_table(["name", "spec", "zone", "next run", "last run", "enabled"], rows))
+    return EXIT_OK
+
+
+def cmd_schedule_run(args: argparse.Namespace, config: Config) -> int:
+    with _queue(config) as q:
+        job_id = q.schedule_run(args.name)
+    print(f"enqueued {job_id} for schedule {args.name!r}")
+    return EXIT_OK
+
+
 def cmd_config(args: argparse.Namespace, config: Config) -> int:
     rows = config.describe()
     if args.json:
@@ -765,6 +810,20 @@ def build_parser() -> argparse.ArgumentParser:
         help="one age for completed, dead and cancelled jobs (default: JOBVISOR_RETENTION_*)",
     )
 
+    schedules = command(
+        "schedules", "the periodic jobs: spec, zone, next and last run, enabled", cmd_schedules
+    )
+    _database_flag(schedules)
+    schedules.add_argument("--json", action="store_true", help="a JSON array")
+    schedule_commands = schedules.add_subparsers(
+        dest="schedules_command", metavar="ACTION", parser_class=_Parser
+    )
+    schedule_run = _subcommand(
+        schedule_commands, "run", "enqueue one job of schedule NAME now", cmd_schedule_run
+    )
+    _database_flag(schedule_run)
+    schedule_run.add_argument("name", metavar="NAME")
+
     config = command(
         "config", "the effective configuration and where each value came from", cmd_config
     )
@@ -798,8 +857,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except SystemExit as exc:  # --help, --version and usage errors
         code: object = exc.code
         return code if isinstance(code, int) else EXIT_USAGE
-    action = {"dead": "dead_command", "queue": "queue_command"}.get(args.command)
-    prog = "jobvisor " + args.command + (f" {getattr(args, action)}" if action else "")
+    action = {"dead": "dead_command", "queue": "queue_command", "schedules": "schedules_command"}
+    sub = getattr(args, action[args.command], None) if args.command in action else None
+    prog = "jobvisor " + args.command + (f" {sub}" if sub else "")
     if args.command == "version":
         return cmd_version(args, None)
     if argv is None:  # our own command line: keep a password out of `ps`

@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Final
 
 from prometheus_client import (
@@ -145,6 +145,18 @@ class Metrics:
             labels,
             registry=r,
         )
+        self.schedule_fired = Counter(
+            "jobvisor_schedule_fired",
+            "Jobs enqueued by a schedule's ticks.",
+            ["schedule"],
+            registry=r,
+        )
+        self.schedule_lag = Histogram(
+            "jobvisor_schedule_lag_seconds",
+            "From a schedule's tick to its job's enqueue.",
+            buckets=(0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 15.0, 60.0, 300.0),
+            registry=r,
+        )
         self.duration = Histogram(
             "jobvisor_job_duration_seconds",
             "How long one execution of a job ran.",
@@ -240,6 +252,12 @@ class Metrics:
         for (queue, job_type), count in by_type.items():
             if count > 0:
                 self.reaped.labels(queue, job_type).inc(count)
+
+    def record_schedule_fired(self, schedule: str, lags: Sequence[float]) -> None:
+        """The jobs one schedule's tick(s) enqueued, with each tick's lag."""
+        self.schedule_fired.labels(schedule).inc(len(lags))
+        for lag in lags:
+            self.schedule_lag.observe(max(lag, 0.0))
 
     def set_workers(self, alive: int) -> None:
         self.workers.set(alive)

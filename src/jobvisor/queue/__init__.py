@@ -13,7 +13,7 @@ from .errors import (
     MissingCorrelationId,
     SchemaMissing,
 )
-from .model import Job, JobStatus, NewJob, Readiness, RetryPolicy, Summary, TypeRequeue
+from .model import Job, JobStatus, NewJob, Readiness, RetryPolicy, Schedule, Summary, TypeRequeue
 from .notices import Notice, NoticeKind
 from .redact import redact_url
 
@@ -35,6 +35,7 @@ __all__ = [
     "Queue",
     "Readiness",
     "RetryPolicy",
+    "Schedule",
     "SchemaMissing",
     "Summary",
     "TypeRequeue",

@@ -137,6 +137,11 @@ class Queue(_SyncBound):
     paused = _sync(ops.paused)
     leader_attempt_elect = _sync(ops.leader_attempt_elect)
     leader_resign = _sync(ops.leader_resign)
+    schedules = _sync(ops.schedules)
+    schedule_run = _sync(ops.schedule_run)
+    schedule_sync = _sync(ops.schedule_sync)
+    schedule_next_ticks = _sync(ops.schedule_next_ticks)
+    schedule_fire = _sync(ops.schedule_fire)
 
     def transaction(self) -> contextlib.AbstractContextManager[Any]:
         """A transaction on a connection of the queue's engine, for work that
@@ -204,6 +209,11 @@ class AsyncQueue(_AsyncBound):
     paused = _async(ops.paused)
     leader_attempt_elect = _async(ops.leader_attempt_elect)
     leader_resign = _async(ops.leader_resign)
+    schedules = _async(ops.schedules)
+    schedule_run = _async(ops.schedule_run)
+    schedule_sync = _async(ops.schedule_sync)
+    schedule_next_ticks = _async(ops.schedule_next_ticks)
+    schedule_fire = _async(ops.schedule_fire)
 
     def transaction(self) -> contextlib.AbstractAsyncContextManager[Any]:
         """`Queue.transaction` for asyncio code: `async with queue.transaction() as conn`."""

@@ -143,6 +143,12 @@ class SqlSet(Protocol):
     QUEUE_PAUSED_LIST: LiteralString
     LEADER_ATTEMPT_ELECT: LiteralString
     LEADER_RESIGN: LiteralString
+    SCHEDULE_UPSERT: LiteralString
+    SCHEDULE_DISABLE_UNDECLARED: LiteralString
+    SCHEDULE_LIST: LiteralString
+    SCHEDULE_GET: LiteralString
+    SCHEDULE_ENABLED: LiteralString
+    SCHEDULE_ADVANCE: LiteralString
 
 
 _STATUS = {status.value: status for status in JobStatus}

@@ -246,6 +246,28 @@ class TypeRequeue:
     held: tuple[uuid.UUID, ...] = ()
 
 
+@dataclasses.dataclass(frozen=True, slots=True)
+class Schedule:
+    """A periodic job as the database keeps it (`Queue.schedules`).
+
+    `spec` is the cron expression, or `every Ns`; ticks are computed in
+    `timezone`. `next_run_at` is the next tick not yet enqueued, `last_run_at`
+    the last one enqueued (None before the first). A schedule the code no
+    longer declares is kept with `enabled` False and no longer fires."""
+
+    name: str
+    spec: str
+    timezone: str
+    next_run_at: dt.datetime
+    last_run_at: dt.datetime | None
+    enabled: bool
+    job_type: str
+    queue: str
+    priority: int
+    payload: Any
+    catch_up: str
+
+
 @dataclasses.dataclass(frozen=True, slots=True, order=True)
 class SummaryRow:
     queue: str

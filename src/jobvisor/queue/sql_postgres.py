@@ -352,3 +352,55 @@ LEADER_RESIGN: Final[LiteralString] = (
     # Give the leadership up at once so another host need not wait for the lease.
     "DELETE FROM jobvisor_leader WHERE name = %(name)s AND holder = %(holder)s"
 )
+
+SCHEDULE_COLUMNS: Final[LiteralString] = (
+    "name, spec, timezone, next_run_at, last_run_at, enabled,"
+    " job_type, queue, priority, payload, catch_up"
+)
+
+SCHEDULE_UPSERT: Final[LiteralString] = (
+    # Write a declared schedule; its next tick is kept unless the spec or zone
+    # changed or it comes back from disabled (then the new first tick counts).
+    "INSERT INTO jobvisor_schedules (name, spec, timezone, job_type, queue, priority,"
+    " payload, catch_up, next_run_at, enabled, updated_at)"
+    " VALUES (%(name)s, %(spec)s, %(timezone)s, %(job_type)s, %(queue)s, %(priority)s,"
+    " %(payload)s, %(catch_up)s, %(next_run_at)s, true, coalesce(%(now)s::timestamptz, now()))"
+    " ON CONFLICT (name) DO UPDATE SET job_type = excluded.job_type,"
+    " queue = excluded.queue, priority = excluded.priority, payload = excluded.payload,"
+    " catch_up = excluded.catch_up, updated_at = excluded.updated_at,"
+    " next_run_at = CASE WHEN NOT jobvisor_schedules.enabled"
+    "   OR jobvisor_schedules.spec <> excluded.spec"
+    "   OR jobvisor_schedules.timezone <> excluded.timezone"
+    "   THEN excluded.next_run_at ELSE jobvisor_schedules.next_run_at END,"
+    " spec = excluded.spec, timezone = excluded.timezone, enabled = true"
+)
+
+SCHEDULE_DISABLE_UNDECLARED: Final[LiteralString] = (
+    # Keep the rows of schedules the code no longer declares, disabled.
+    "UPDATE jobvisor_schedules SET enabled = false,"
+    " updated_at = coalesce(%(now)s::timestamptz, now())"
+    " WHERE enabled AND NOT (name = ANY(coalesce(%(names)s::text[], '{}')))"
+)
+
+SCHEDULE_LIST: Final[LiteralString] = (
+    # Every schedule, by name.
+    "SELECT " + SCHEDULE_COLUMNS + " FROM jobvisor_schedules ORDER BY name"
+)
+
+SCHEDULE_GET: Final[LiteralString] = (
+    # One schedule by name.
+    "SELECT " + SCHEDULE_COLUMNS + " FROM jobvisor_schedules WHERE name = %(name)s"
+)
+
+SCHEDULE_ENABLED: Final[LiteralString] = (
+    # The enabled schedules' next ticks, soonest first, with the database's time.
+    "SELECT name, next_run_at, coalesce(%(now)s::timestamptz, now())"
+    " FROM jobvisor_schedules WHERE enabled ORDER BY next_run_at, name"
+)
+
+SCHEDULE_ADVANCE: Final[LiteralString] = (
+    # Move a schedule past the ticks being enqueued, only if no one did it first.
+    "UPDATE jobvisor_schedules SET next_run_at = %(next_run_at)s,"
+    " last_run_at = coalesce(%(last_run_at)s::timestamptz, last_run_at)"
+    " WHERE name = %(name)s AND next_run_at = %(expected)s AND enabled"
+)

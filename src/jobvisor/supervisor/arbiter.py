@@ -141,6 +141,7 @@ class Supervisor:
         self._budget = CrashBudget(max_restarts=config.max_restarts, window=config.restart_window)
         self._requeues: set[asyncio.Task[int | None]] = set()
         self._maintenance: list[asyncio.Task[None]] = []
+        self.declared_schedules: list[dict[str, Any]] | None = None  # the app's, from a worker
         self._background: list[asyncio.Task[None]] = []
         self._reload_task: asyncio.Task[None] | None = None
         self._stop_mode: StopMode | None = None
@@ -400,6 +401,7 @@ class Supervisor:
 
     def _handle_message(self, worker: WorkerProcess, message: dict[str, Any]) -> None:
         if worker.hear(message):
+            self._note_schedules(message)
             self._announce_ready()
         elif message.get("t") == "metrics":
             self.metrics.record_worker_message(message)
@@ -408,6 +410,13 @@ class Supervisor:
                 self._on_worker_message(worker, message)
             except Exception as exc:
                 log.error("supervisor.hook_failed", hook="on_worker_message", error=_error(exc))
+
+    def _note_schedules(self, ready: dict[str, Any]) -> None:
+        """Keep the schedules a booted worker declares, for the scheduler;
+        a new list (a reload changed the app) replaces the old one."""
+        declared = ready.get("schedules")
+        if isinstance(declared, list) and declared != self.declared_schedules:
+            self.declared_schedules = declared
 
     def _announce_ready(self) -> None:
         if self._announced_ready or not self.running:
@@ -564,7 +573,12 @@ class Supervisor:
         for task in self._maintenance:
             task.cancel()
         self._maintenance = services.start_maintenance(
-            self.config, self.queue, self.leadership, self.metrics, lambda: len(self.workers)
+            self.config,
+            self.queue,
+            self.leadership,
+            self.metrics,
+            lambda: len(self.workers),
+            declared=lambda: self.declared_schedules,
         )
 
     # --- for the HTTP endpoints ------------------------------------------------------------

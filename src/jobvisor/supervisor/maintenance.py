@@ -17,14 +17,16 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import datetime as dt
 import random
 import time
-from collections.abc import Callable, Mapping
-from typing import Final, Protocol
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, Final, Protocol
 
 from ..log import get_logger
 from ..queue.api import AsyncQueue
 from ..queue.model import JobStatus, Summary
+from ..schedules import ScheduleSpec, due_ticks
 
 LEADER_NAME: Final = "maintenance"
 LEADER_TTL: Final = 15.0
@@ -145,6 +147,105 @@ class SummaryLogger:
         return summary
 
 
+SCHEDULER_TICK_MAX: Final = 0.5  # the longest wait between looks; a tick's lag stays below 1 s
+SCHEDULER_TICK_MIN: Final = 0.02
+SCHEDULER_IDLE: Final = 5.0  # no schedule declared: look for a declaration this often
+
+
+class Scheduler:
+    """Enqueues the due ticks of the app's schedules.
+
+    `declared()` gives the declarations a worker reported (None until one
+    has); the first run after they change writes them to the database
+    (`schedule_sync`: undeclared rows are kept, disabled). Then each run
+    reads the enabled schedules' next ticks with the database's time and
+    fires the due ones (`schedule_fire`): the row moves on and the jobs are
+    inserted in one transaction, guarded by the tick read, so a tick is
+    enqueued once even when two leaders overlap or one dies half-way. It
+    waits until the soonest next tick, at most `SCHEDULER_TICK_MAX`."""
+
+    name = "scheduler"
+
+    def __init__(
+        self,
+        queue: AsyncQueue,
+        declared: Callable[[], Sequence[Mapping[str, Any]] | None],
+        *,
+        on_fired: Callable[[str, Sequence[float]], None] | None = None,
+    ) -> None:
+        self.queue, self.declared, self.on_fired = queue, declared, on_fired
+        self._synced: Sequence[Mapping[str, Any]] | None = None
+        self._specs: dict[str, ScheduleSpec] = {}
+        self._wait = SCHEDULER_IDLE
+
+    @property
+    def interval(self) -> float:
+        return self._wait
+
+    async def _sync(self, declared: Sequence[Mapping[str, Any]]) -> None:
+        specs = [ScheduleSpec.from_message(message) for message in declared]
+        _, now = await self.queue.schedule_next_ticks()
+        await self.queue.schedule_sync([spec.row(now) for spec in specs])
+        self._specs = {spec.name: spec for spec in specs}
+        self._synced = declared
+        log.info("schedules.synced", count=len(specs), names=",".join(sorted(self._specs)))
+
+    async def run_once(self) -> int:
+        """Sync if the declarations changed, fire the due ticks; the jobs enqueued."""
+        declared = self.declared()
+        if declared is not None and declared is not self._synced:
+            await self._sync(declared)
+        if not self._specs:
+            self._wait = SCHEDULER_IDLE
+            return 0
+        ticks, now = await self.queue.schedule_next_ticks()
+        asked_at = time.monotonic()
+        enqueued = 0
+        soonest: float | None = None
+        for name, next_run_at in ticks:
+            spec = self._specs.get(name)
+            if spec is None:
+                continue  # declared by another version of the app; its leader fires it
+            due = due_ticks(spec, next_run_at, now)
+            if due is None:
+                following = next_run_at
+            else:
+                enqueued += await self._fire(
+                    spec, next_run_at, due.ticks, due.next_run_at, (now, asked_at)
+                )
+                following = due.next_run_at
+                if due.dropped:
+                    log.warning(
+                        "schedule.ticks_dropped",
+                        schedule=name,
+                        count=due.dropped,
+                        catch_up=spec.catch_up.value,
+                    )
+            wait = (following - now).total_seconds() - (time.monotonic() - asked_at)
+            soonest = wait if soonest is None else min(soonest, wait)
+        self._wait = min(SCHEDULER_TICK_MAX, max(SCHEDULER_TICK_MIN, soonest or 0.0))
+        return enqueued
+
+    async def _fire(
+        self,
+        spec: ScheduleSpec,
+        expected: dt.datetime,
+        ticks: Sequence[dt.datetime],
+        following: dt.datetime,
+        clock: tuple[dt.datetime, float],
+    ) -> int:
+        """Fire `ticks` if the row still holds `expected`; `clock` is the
+        database's time and the monotonic time it was read at (for the lag)."""
+        row = dataclasses.replace(spec.row(expected), next_run_at=expected)
+        count = await self.queue.schedule_fire(row, ticks=ticks, next_run_at=following)
+        if count:
+            now = clock[0] + dt.timedelta(seconds=time.monotonic() - clock[1])
+            log.info("schedule.fired", schedule=spec.name, jobs=count, tick=ticks[-1].isoformat())
+            if self.on_fired is not None:
+                self.on_fired(spec.name, [(now - tick).total_seconds() for tick in ticks])
+        return count
+
+
 class Leadership:
     """Whether this supervisor is the one that runs maintenance."""
 
@@ -211,16 +312,17 @@ async def run_periodically(
     first_delay: float | None = None,
 ) -> None:
     """Call `service.run_once()` every `service.interval` seconds (jittered)
-    while `when()` is true; log a failure and carry on. Runs until cancelled."""
+    while `when()` is true; log a failure and carry on. The interval is read
+    after each run, so a service may change it (the scheduler waits for its
+    next tick). Runs until cancelled."""
     delay = _jittered(service.interval) if first_delay is None else first_delay
     while True:
         await asyncio.sleep(delay)
-        delay = _jittered(service.interval)
-        if not when():
-            continue
-        try:
-            await service.run_once()
-        except asyncio.CancelledError:
-            raise
-        except Exception as exc:
-            log.error("maintenance.failed", service=service.name, error=_error(exc))
+        if when():
+            try:
+                await service.run_once()
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                log.error("maintenance.failed", service=service.name, error=_error(exc))
+        delay = _jittered(service.interval)  # read after the run: it may have changed it

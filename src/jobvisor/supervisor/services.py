@@ -7,8 +7,8 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
-from collections.abc import Callable
-from typing import Final
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, Final
 
 from .. import systemd
 from ..backoff import backoff
@@ -25,6 +25,7 @@ from .maintenance import (
     Leadership,
     LeaseReaper,
     ReaperConfig,
+    Scheduler,
     SummaryConfig,
     SummaryLogger,
     run_periodically,
@@ -60,10 +61,13 @@ def start_maintenance(
     leadership: Leadership,
     metrics: Metrics,
     workers: Callable[[], int],
+    *,
+    declared: Callable[[], Sequence[Mapping[str, Any]] | None] = lambda: None,
 ) -> list[asyncio.Task[None]]:
     """Start leadership and the services only the leader runs; their tasks.
     Each summary goes to the metrics and to systemd's status line, with the
-    number of live `workers()`."""
+    number of live `workers()`. `declared()` gives the app's schedules as a
+    worker reported them (None until one has)."""
 
     def on_summary(summary: Summary) -> None:
         metrics.record_summary(summary)
@@ -81,6 +85,7 @@ def start_maintenance(
         LeaseReaper(queue, ReaperConfig(config.reap_interval), on_reaped=metrics.record_reaped),
         Cleaner(queue, CleanerConfig(config.cleanup_interval, retention)),
         SummaryLogger(queue, SummaryConfig(config.summary_interval), on_summary=on_summary),
+        Scheduler(queue, declared, on_fired=metrics.record_schedule_fired),
     )
     tasks = [asyncio.create_task(run_periodically(leadership, first_delay=0.0))]
     for service in services:

@@ -36,6 +36,7 @@ from ..exitcodes import ExitCode
 from ..log import get_logger, setup_logging
 from ..queue.api import AsyncQueue, connect_async
 from ..queue.errors import DatabaseRefused, DatabaseUnavailable, InvalidArgument, JobvisorError
+from ..schedules import InvalidSchedule
 from .loop import Worker
 from .protocol import (
     EXIT_BOOT_FAILED,
@@ -121,7 +122,7 @@ async def serve(config: Config, registry: Registry, channel: ControlChannel, wor
         loop.add_signal_handler(signal.SIGTERM, on_drain_signal)
         loop.add_signal_handler(signal.SIGINT, on_drain_signal)
         loop.add_signal_handler(signal.SIGQUIT, lambda: worker.stop(fast=True))
-        channel.send({"t": "ready"})
+        channel.send({"t": "ready", "schedules": [s.message() for s in registry.schedules]})
         await worker.run()
         if worker.threads_busy:
             log.warning(
@@ -147,9 +148,11 @@ def main() -> int:
     try:
         registry = load_app(config.app)
     except AppError as exc:
-        log.error("worker.boot_failed", worker_id=worker_id, error=str(exc))
+        # A refused schedule is a configuration error: `jobvisor run` exits 78.
+        failed = ExitCode.CONFIG if isinstance(exc.__cause__, InvalidSchedule) else EXIT_BOOT_FAILED
+        log.error("worker.boot_failed", worker_id=worker_id, error=str(exc), exit_code=int(failed))
         channel.send({"t": "fatal", "error": str(exc)})
-        return EXIT_BOOT_FAILED
+        return int(failed)
     code: int = uvloop.run(serve(config, registry, channel, worker_id))
     return code
 

@@ -16,6 +16,8 @@ The worker writes one JSON object per line to that pipe, each one of the
 so a heartbeat proves the loop is turning:
 
     {"t": "ready"}                          booted: pool open, handlers loaded
+    {"t": "ready", "schedules": [...]}      the same, with the app's declared
+                                            schedules (the leader writes them)
     {"t": "hb"}                             heartbeat, every HEARTBEAT_INTERVAL
     {"t": "hb", "unhealthy": ["flush"]}     the same, naming the loops that are
                                             failing for a reason other than an
@@ -71,6 +73,7 @@ class Outcome(enum.StrEnum):
 
 class Ready(TypedDict):
     t: Literal["ready"]
+    schedules: NotRequired[list[dict[str, Any]]]  # the app's, as ScheduleSpec.message()
 
 
 class Heartbeat(TypedDict):

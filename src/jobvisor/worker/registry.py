@@ -30,6 +30,7 @@ from typing import Any, NoReturn, TypeVar
 from ..queue import validate
 from ..queue.errors import InvalidArgument, JobvisorError
 from ..queue.model import Job, RetryPolicy
+from ..schedules import InvalidSchedule, ScheduleSpec
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -140,6 +141,7 @@ class Registry:
 
     def __init__(self) -> None:
         self._handlers: dict[str, Handler] = {}
+        self._schedules: dict[str, ScheduleSpec] = {}
 
     def handler(
         self,
@@ -203,6 +205,47 @@ class Registry:
         )
         self._handlers[job_type] = handler
         return handler
+
+    def schedule(
+        self,
+        name: str,
+        *,
+        cron: str | None = None,
+        every: float | dt.timedelta | None = None,
+        job_type: str,
+        payload: Any = None,
+        queue: str = "default",
+        priority: int = 0,
+        timezone: str = "UTC",
+        catch_up: str = "latest",
+    ) -> ScheduleSpec:
+        """Enqueue a `job_type` job on a schedule: `cron` (five fields, in
+        `timezone`) or `every` (seconds, at least 1), exactly one of them.
+        The supervisors' maintenance leader enqueues each tick once across all
+        hosts; `catch_up` ("skip", "latest", "all") says what happens to the
+        ticks missed while no supervisor ran (`jobvisor.schedules.CatchUp`).
+        A bad option, expression or zone, or a name already taken, raises
+        `InvalidSchedule` (an `InvalidArgument`)."""
+        spec = ScheduleSpec.build(
+            name,
+            cron=cron,
+            every=every,
+            job_type=job_type,
+            payload=payload,
+            queue=queue,
+            priority=priority,
+            timezone=timezone,
+            catch_up=catch_up,
+        )
+        if name in self._schedules:
+            raise InvalidSchedule(f"schedule {name!r}: a schedule of that name is already declared")
+        self._schedules[name] = spec
+        return spec
+
+    @property
+    def schedules(self) -> list[ScheduleSpec]:
+        """The declared schedules, by name."""
+        return [self._schedules[name] for name in sorted(self._schedules)]
 
     def get(self, job_type: str) -> Handler | None:
         return self._handlers.get(job_type)
