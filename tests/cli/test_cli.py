@@ -454,7 +454,7 @@ def test_cancel(cli: Cli, db: Queue) -> None:
     assert db.get(a).status == db.get(b).status == JobStatus.CANCELLED
     result = cli("cancel", str(a))
     assert result.code == 1
-    assert "it is cancelled, not pending or retryable" in result.err
+    assert "it is cancelled, not pending, retryable or running" in result.err
     result = cli("cancel", str(uuid.uuid4()))
     assert (result.code, "not found" in result.err) == (1, True)
 

@@ -117,6 +117,7 @@ class Queue(_SyncBound):
     claim = _sync(ops.claim)
     renew = _sync(ops.renew)
     renew_many = _sync(ops.renew_many)
+    renew_held = _sync(ops.renew_held)
     complete = _sync(ops.complete)
     complete_many = _sync(ops.complete_many)
     fail = _sync(ops.fail)
@@ -132,6 +133,7 @@ class Queue(_SyncBound):
     summary = _sync(ops.summary)
     get = _sync(ops.get)
     cancel = _sync(ops.cancel)
+    cancel_many = _sync(ops.cancel_many)
     leader_attempt_elect = _sync(ops.leader_attempt_elect)
     leader_resign = _sync(ops.leader_resign)
 
@@ -181,6 +183,7 @@ class AsyncQueue(_AsyncBound):
     claim = _async(ops.claim)
     renew = _async(ops.renew)
     renew_many = _async(ops.renew_many)
+    renew_held = _async(ops.renew_held)
     complete = _async(ops.complete)
     complete_many = _async(ops.complete_many)
     fail = _async(ops.fail)
@@ -196,6 +199,7 @@ class AsyncQueue(_AsyncBound):
     summary = _async(ops.summary)
     get = _async(ops.get)
     cancel = _async(ops.cancel)
+    cancel_many = _async(ops.cancel_many)
     leader_attempt_elect = _async(ops.leader_attempt_elect)
     leader_resign = _async(ops.leader_resign)
 

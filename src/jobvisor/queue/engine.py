@@ -135,6 +135,7 @@ class SqlSet(Protocol):
     JOB_DELETE_DEAD: LiteralString
     JOB_DELETE_DEAD_OF_TYPE: LiteralString
     JOB_CANCEL: LiteralString
+    JOB_CANCEL_MANY: LiteralString
     JOB_STATUS: LiteralString
     LEADER_ATTEMPT_ELECT: LiteralString
     LEADER_RESIGN: LiteralString
