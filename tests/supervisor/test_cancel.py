@@ -6,6 +6,8 @@ hears the notice, SQLite the next renewal)."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -14,7 +16,7 @@ import pytest
 from jobvisor import JobStatus, Queue
 from tests.invariants import assert_invariants
 
-from .helpers import Service, job, wait_until
+from .helpers import Service, by_status, clean_env, job, wait_until
 
 REQUEST = "cancelled by request from "
 # A short lease: SQLite hears a cancel at the next renewal (every half lease).
@@ -67,5 +69,29 @@ def test_a_thread_handler_ignoring_the_cancel_has_its_worker_replaced(
     # The job beside it was interrupted, not charged: it runs again and completes.
     wait_until(lambda: job(url, beside)["status"] == "completed", what="the job beside it done")
     assert job(url, beside)["attempts"] == 1  # the interrupted attempt was given back
+    assert service.stop() == 0
+    assert_invariants(url)
+
+
+def test_jobvisor_cancel_by_type_stops_running_jobs_and_cancels_pending_ones(
+    queue: Queue, tmp_path: Path, start_service: Callable[..., Service]
+) -> None:
+    url = queue.url
+    service = start_service(url, tmp_path, {**SETTINGS, "JOBVISOR_CONCURRENCY": "2"})
+    service.wait_ready()
+    ids = [queue.enqueue("sleep", {"seconds": 600}) for _ in range(6)]  # 4 run, 2 wait
+    wait_until(lambda: by_status(url).get("running") == 4, what="four jobs running")
+    done = subprocess.run(
+        [str(Path(sys.executable).with_name("jobvisor")), "cancel", "--type", "sleep", "--yes"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+        env=clean_env(url),
+    )
+    assert done.returncode == 0, done.stderr
+    cancelled, requested = done.stdout.split(";")
+    assert int(cancelled.split()[1]) + int(requested.split()[3]) == len(ids), done.stdout
+    wait_until(lambda: by_status(url) == {"cancelled": len(ids)}, what="every job cancelled")
     assert service.stop() == 0
     assert_invariants(url)
