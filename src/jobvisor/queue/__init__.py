@@ -13,12 +13,23 @@ from .errors import (
     MissingCorrelationId,
     SchemaMissing,
 )
-from .model import Job, JobStatus, NewJob, Readiness, RetryPolicy, Summary, TypeRequeue
+from .model import (
+    Cancelled,
+    Job,
+    JobStatus,
+    NewJob,
+    Readiness,
+    Renewal,
+    RetryPolicy,
+    Summary,
+    TypeRequeue,
+)
 from .notices import Notice, NoticeKind
 from .redact import redact_url
 
 __all__ = [
     "AsyncQueue",
+    "Cancelled",
     "DatabaseError",
     "DatabaseRefused",
     "DatabaseUnavailable",
@@ -34,6 +45,7 @@ __all__ = [
     "NoticeKind",
     "Queue",
     "Readiness",
+    "Renewal",
     "RetryPolicy",
     "SchemaMissing",
     "Summary",
