@@ -507,17 +507,27 @@ def cmd_dead_discard(args: argparse.Namespace, config: Config) -> int:
 
 
 def cmd_cancel(args: argparse.Namespace, config: Config) -> int:
+    """Cancel jobs by id, or every live job of --type and/or --queue (after a
+    confirmation). A running job is asked to stop: its worker ends it."""
+    bulk = args.type is not None or args.queue is not None
+    if bool(args.ids) == bulk:
+        raise UsageError("give job ids, or --type TYPE and/or --queue QUEUE")
+    if bulk:
+        return _cancel_bulk(args, config)
     job_ids = [_job_id(text) for text in args.ids]
     failed = 0
     with _queue(config) as q:
         for job_id in job_ids:
             try:
-                q.cancel(job_id)
+                status = q.cancel(job_id, reason=args.reason)
             except JobNotFound as exc:
                 _err("jobvisor cancel", str(exc))
                 failed += 1
                 continue
-            print(f"cancelled {job_id}")
+            if status is JobStatus.RUNNING:
+                print(f"cancel requested {job_id} (running: its worker stops it)")
+            else:
+                print(f"cancelled {job_id}")
     return EXIT_FAILED if failed else EXIT_OK
 
 
@@ -566,6 +576,23 @@ def cmd_queue_list(args: argparse.Namespace, config: Config) -> int:
         for name in names
     ]
     print(_table(["queue", *[s.value for s in statuses], "paused", "limits"], rows))
+    return EXIT_OK
+
+
+def _cancel_bulk(args: argparse.Namespace, config: Config) -> int:
+    parts = [
+        f"type {args.type!r}" if args.type is not None else "",
+        f"queue {args.queue!r}" if args.queue is not None else "",
+    ]
+    what = "every live job of " + " on ".join(p for p in parts if p)
+    if not args.yes:
+        _confirm(f"Cancel {what}?", what=what, verb="cancel")
+    with _queue(config) as q:
+        done = q.cancel_many(job_type=args.type, queue=args.queue, reason=args.reason)
+    print(
+        f"cancelled {done.cancelled} job{'s' if done.cancelled != 1 else ''}; "
+        f"cancel requested for {done.requested} running"
+    )
     return EXIT_OK
 
 
@@ -797,9 +824,17 @@ def build_parser() -> argparse.ArgumentParser:
         _database_flag(sub)
         sub.add_argument("name", metavar="NAME", help="the queue")
 
-    cancel = command("cancel", "cancel pending or retryable jobs; they will never run", cmd_cancel)
+    cancel = command(
+        "cancel",
+        "cancel jobs by id, or by --type/--queue; a running job's worker is asked to stop it",
+        cmd_cancel,
+    )
     _database_flag(cancel)
-    cancel.add_argument("ids", nargs="+", metavar="ID")
+    cancel.add_argument("ids", nargs="*", metavar="ID")
+    cancel.add_argument("--type", metavar="TYPE", help="every live job of this type")
+    cancel.add_argument("--queue", metavar="QUEUE", help="every live job on this queue")
+    cancel.add_argument("--reason", metavar="TEXT", help="why, kept in the job's last error")
+    cancel.add_argument("--yes", "-y", action="store_true", help="do not ask to confirm")
 
     cleanup = command("cleanup", "delete finished jobs past their retention", cmd_cleanup)
     _database_flag(cleanup)

@@ -173,6 +173,12 @@ SETTINGS: tuple[Setting, ...] = (
         "how long SIGTERM lets running jobs finish before releasing them",
     ),
     _bounded(
+        "cancel_grace",
+        "10",
+        _Seconds(validate.MAX_INTERVAL),
+        "how long a thread handler asked to cancel may run on before its worker is replaced",
+    ),
+    _bounded(
         "worker_timeout",
         "30",
         _Seconds(validate.MAX_INTERVAL, low=validate.MIN_WORKER_TIMEOUT),
@@ -312,6 +318,7 @@ class Config:
     lease: float
     poll_interval: float
     shutdown_timeout: float
+    cancel_grace: float
     worker_timeout: float
     pool_size: int
     reap_interval: float

@@ -458,9 +458,40 @@ def test_cancel(cli: Cli, db: Queue) -> None:
     assert db.get(a).status == db.get(b).status == JobStatus.CANCELLED
     result = cli("cancel", str(a))
     assert result.code == 1
-    assert "it is cancelled, not pending or retryable" in result.err
+    assert "it is cancelled, not pending, retryable or running" in result.err
     result = cli("cancel", str(uuid.uuid4()))
     assert (result.code, "not found" in result.err) == (1, True)
+
+
+def test_cancel_of_a_running_job_asks_its_worker(cli: Cli, db: Queue) -> None:
+    jid = db.enqueue("t")
+    (held,) = db.claim("w")
+    out = cli.ok("cancel", str(jid), "--reason", "wrong input")
+    assert out.splitlines() == [f"cancel requested {jid} (running: its worker stops it)"]
+    assert db.renew_held([held]).cancel_requested == {jid}
+    db.complete(held)  # the worker's completion, after the request: cancelled
+    done = db.get(jid)
+    assert done.status is JobStatus.CANCELLED
+    assert done.last_error is not None and done.last_error.endswith(": wrong input")
+
+
+def test_cancel_by_type_and_queue_in_bulk(cli: Cli, db: Queue) -> None:
+    db.enqueue("report")
+    (held,) = db.claim("w")
+    pending = [db.enqueue("report") for _ in range(3)]
+    other = db.enqueue("mail", queue="slow")
+    result = cli("cancel", "--type", "report")
+    assert result.code == 2 and "pass --yes" in result.err  # no terminal to confirm on
+    assert db.get(pending[0]).status is JobStatus.PENDING
+    out = cli.ok("cancel", "--type", "report", "--yes")
+    assert out.strip() == "cancelled 3 jobs; cancel requested for 1 running"
+    assert all(db.get(j).status is JobStatus.CANCELLED for j in pending)
+    assert db.renew_held([held]).cancel_requested == {held.id}
+    assert cli.ok("cancel", "--queue", "slow", "-y").startswith("cancelled 1 job;")
+    assert db.get(other).status is JobStatus.CANCELLED
+    for argv in (["cancel", str(other), "--type", "t"], ["cancel", "--yes"]):
+        result = cli(*argv)
+        assert result.code == 2 and "give job ids, or --type" in result.err
 
 
 def test_cleanup_uses_the_retention_settings_or_older_than(cli: Cli, db: Queue) -> None:

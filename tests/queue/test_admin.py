@@ -293,11 +293,8 @@ def test_cancel(cqueue: Queue, clock: Clock, url: str) -> None:
     for jid in (pending, retryable):
         gone = cqueue.get(jid)
         assert gone.status is JobStatus.CANCELLED and close_to(gone.finished_at, clock())
-    with pytest.raises(JobNotFound, match="running"):
-        cqueue.cancel(running)
     with pytest.raises(JobNotFound, match="cancelled"):
         cqueue.cancel(pending)
-    assert cqueue.get(running).status is JobStatus.RUNNING
     clock.advance(10_000)
     assert cqueue.claim("w", limit=10) == []  # cancelled jobs never run
     cqueue.complete(held)

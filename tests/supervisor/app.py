@@ -87,3 +87,18 @@ def leave_orphan(job: JobContext) -> None:
     with open(str(_payload(job)["path"]), "w") as out:
         out.write(str(child.pid))
     os.kill(os.getpid(), signal.SIGKILL)
+
+
+@registry.handler("sync_cooperative", max_attempts=1)
+def sync_cooperative(job: JobContext) -> None:
+    """Blocking code that checks for a cancel now and then."""
+    deadline = time.monotonic() + float(_payload(job).get("seconds", 600))
+    while time.monotonic() < deadline:
+        job.raise_if_cancelled()
+        time.sleep(0.01)
+
+
+@registry.handler("sync_stubborn", max_attempts=3)
+def sync_stubborn(job: JobContext) -> None:
+    """Blocking code that never looks at a cancel request."""
+    time.sleep(float(_payload(job).get("seconds", 600)))

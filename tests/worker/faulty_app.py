@@ -6,7 +6,7 @@ and, at import, wraps the database call of one loop of the worker (the
 worker imports its app before it starts its loops):
 
 - `FAULT_LOOP`: `claim` (`AsyncQueue.claim`), `flush`
-  (`AsyncQueue.complete_many`), `renew` (`AsyncQueue.renew_many`) or
+  (`AsyncQueue.complete_many`), `renew` (`AsyncQueue.renew_held`) or
   `listen` (the `LISTEN` statement of the notification connection).
 - `FAULT_KIND`: what the call raises, as the engine's driver would:
   `unreachable` (the connection is gone), `may_pass` (a read-only server
@@ -92,7 +92,7 @@ def _faulty_listen(execute: Callable[..., Any]) -> Callable[..., Any]:
     return wrapper
 
 
-_CALLS = {"claim": "claim", "flush": "complete_many", "renew": "renew_many"}
+_CALLS = {"claim": "claim", "flush": "complete_many", "renew": "renew_held"}
 if LOOP in _CALLS:
     name = _CALLS[LOOP]
     setattr(AsyncQueue, name, _faulty(getattr(AsyncQueue, name)))

@@ -13,12 +13,24 @@ from .errors import (
     MissingCorrelationId,
     SchemaMissing,
 )
-from .model import Job, JobStatus, NewJob, Readiness, RetryPolicy, Schedule, Summary, TypeRequeue
+from .model import (
+    Cancelled,
+    Job,
+    JobStatus,
+    NewJob,
+    Readiness,
+    Renewal,
+    RetryPolicy,
+    Schedule,
+    Summary,
+    TypeRequeue,
+)
 from .notices import Notice, NoticeKind
 from .redact import redact_url
 
 __all__ = [
     "AsyncQueue",
+    "Cancelled",
     "DatabaseError",
     "DatabaseRefused",
     "DatabaseUnavailable",
@@ -34,6 +46,7 @@ __all__ = [
     "NoticeKind",
     "Queue",
     "Readiness",
+    "Renewal",
     "RetryPolicy",
     "Schedule",
     "SchemaMissing",

@@ -135,6 +135,7 @@ class SqlSet(Protocol):
     JOB_DELETE_DEAD: LiteralString
     JOB_DELETE_DEAD_OF_TYPE: LiteralString
     JOB_CANCEL: LiteralString
+    JOB_CANCEL_MANY: LiteralString
     JOB_STATUS: LiteralString
     QUEUE_PAUSE_LOCK_TIMEOUT: LiteralString
     QUEUE_PAUSE_LOCK: LiteralString

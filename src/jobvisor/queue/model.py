@@ -268,6 +268,25 @@ class Schedule:
     catch_up: str
 
 
+@dataclasses.dataclass(frozen=True, slots=True)
+class Renewal:
+    """What `renew_held` found: the jobs whose lease was lost (their handlers
+    should stop, their results are dropped) and the ids of the jobs still held
+    whose cancel was requested (their handlers should stop too)."""
+
+    lost: tuple[Job, ...] = ()
+    cancel_requested: frozenset[uuid.UUID] = frozenset()
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Cancelled:
+    """What a bulk `cancel_many` did: jobs cancelled at once (they were
+    waiting to run) and running jobs whose workers were asked to stop them."""
+
+    cancelled: int = 0
+    requested: int = 0
+
+
 @dataclasses.dataclass(frozen=True, slots=True, order=True)
 class SummaryRow:
     queue: str

@@ -40,6 +40,7 @@ SQLITE_MAX_POLL: Final = 0.1  # the slowest poll: SQLite stays responsive
 class NoticeKind(enum.StrEnum):
     JOB = "job"  # a job became due on `queue` (None: on some queue)
     MISSED = "missed"  # notices may have been lost: look again
+    CANCEL = "cancel"  # job `id`, running on `queue`, was asked to stop
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

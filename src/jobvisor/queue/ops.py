@@ -11,7 +11,10 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import functools
+import getpass
 import json
+import os
+import socket
 import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from importlib import resources
@@ -27,10 +30,12 @@ from .model import (
     DEFAULT_QUEUE,
     DEFAULT_RETRY,
     TERMINAL,
+    Cancelled,
     Job,
     JobStatus,
     NewJob,
     Readiness,
+    Renewal,
     RetryPolicy,
     Schedule,
     Summary,
@@ -421,6 +426,19 @@ def _held_many(
 ) -> Plan[list[Job]]:
     """Run a statement guarded by (id, claim token) over many jobs; returns the
     jobs whose lease was lost (nothing changed for those)."""
+    plan = _held_rows(ctx, sql, jobs, extra)
+
+    def steps() -> Steps[list[Job]]:
+        lost, _ = yield from plan.steps
+        return lost
+
+    return Plan(steps(), transaction=False)
+
+
+def _held_rows(
+    ctx: Ctx, sql: LiteralString, jobs: Sequence[Job], extra: dict[str, Any]
+) -> Plan[tuple[list[Job], list[Any]]]:
+    """`_held_many`, also returning the rows the statement returned."""
     _held("jobs", jobs)
     d = ctx.dialect
     now = ctx.now()
@@ -436,16 +454,18 @@ def _held_many(
             batches.append([])
         batches[repeat].append(index)
 
-    def steps() -> Steps[list[Job]]:
+    def steps() -> Steps[tuple[list[Job], list[Any]]]:
         lost: set[int] = set()
+        returned: list[Any] = []
         for batch in batches:
             held = [jobs[i] for i in batch]
             rows = yield Stmt(sql, {**d.held(held), "now": now, **extra}, fetch="all")
+            returned.extend(rows)
             if len(rows) == len(batch):
                 continue  # the ids in a batch are unique, so every claim was held
             kept = {d.id_out(r[0]) for r in rows}
             lost.update(i for i in batch if jobs[i].id not in kept)
-        return [jobs[i] for i in sorted(lost)]
+        return [jobs[i] for i in sorted(lost)], returned
 
     # Each statement is guarded by (id, claim token) job by job, so the
     # batches need no transaction around them.
@@ -468,6 +488,24 @@ def renew_many(
     jobs whose lease was lost (their handlers should stop)."""
     seconds = _lease(ctx, lease)
     return _held_many(ctx, ctx.dialect.sql.JOB_RENEW_MANY, jobs, {"lease": seconds})
+
+
+def renew_held(
+    ctx: Ctx, jobs: Sequence[Job], *, lease: float | dt.timedelta | None = None
+) -> Plan[Renewal]:
+    """`renew_many`, also saying which of the jobs still held were asked to
+    stop by `cancel` (a worker's fallback when it missed the notice, and its
+    only way to hear it on SQLite). Same single statement."""
+    seconds = _lease(ctx, lease)
+    plan = _held_rows(ctx, ctx.dialect.sql.JOB_RENEW_MANY, jobs, {"lease": seconds})
+    d = ctx.dialect
+
+    def steps() -> Steps[Renewal]:
+        lost, rows = yield from plan.steps
+        asked = frozenset(d.id_out(r[0]) for r in rows if r[1])
+        return Renewal(lost=tuple(lost), cancel_requested=asked)
+
+    return Plan(steps(), transaction=False)
 
 
 def renew(ctx: Ctx, job: Job, *, lease: float | dt.timedelta | None = None) -> Plan[None]:
@@ -738,16 +776,83 @@ def _refused(ctx: Ctx, jid: uuid.UUID, wanted: str) -> Steps[None]:
     raise JobNotFound(jid, f"it is {row[0]}, not {wanted}")
 
 
-def cancel(ctx: Ctx, job_id: uuid.UUID | str) -> Plan[None]:
-    """Cancel a job that is pending or retryable; it will never run. A job that
-    is running or finished raises `JobNotFound` saying its status."""
+def _cancel_text(reason: str | None) -> str:
+    """The error text a cancel leaves on its job: who asked, and why."""
+    if reason is None:
+        return f"cancelled by request from {_requester()}"
+    if not isinstance(reason, str) or not reason.strip():
+        raise InvalidArgument(f"reason={reason!r}: expected a non-empty string")
+    return _error_text("reason", f"cancelled by request from {_requester()}: {reason}")
+
+
+def _requester() -> str:
+    """Who is asking: user@host and process id of the caller."""
+    try:
+        user = getpass.getuser()
+    except (OSError, KeyError):  # no login name and no passwd entry (a container)
+        user = str(os.getuid())
+    return f"{user}@{socket.gethostname()} pid {os.getpid()}"
+
+
+def cancel(ctx: Ctx, job_id: uuid.UUID | str, *, reason: str | None = None) -> Plan[JobStatus]:
+    """Cancel a job. One that is pending or retryable is `cancelled` at once:
+    it will never run. One that is `running` is marked cancel-requested in the
+    same statement and this returns at once (`JobStatus.RUNNING`): its worker
+    hears it (a notice on PostgreSQL, its next lease renewal everywhere) and
+    stops the handler; the job then ends `cancelled`. If its completion or
+    failure commits first, that outcome stands. The job's `last_error` says
+    who asked (user@host and pid) and `reason`. A job already finished raises
+    `JobNotFound` saying its status. Returns the job's status after the call."""
     jid = _job_id(job_id)
     d = ctx.dialect
+    params = {"id": d.id(jid), "now": ctx.now(), "error": _cancel_text(reason)}
 
-    def steps() -> Steps[None]:
-        row = yield Stmt(d.sql.JOB_CANCEL, {"id": d.id(jid), "now": ctx.now()}, fetch="one")
+    def steps() -> Steps[JobStatus]:
+        row = yield Stmt(d.sql.JOB_CANCEL, params, fetch="one")
         if row is None:
-            yield from _refused(ctx, jid, "pending or retryable")
+            yield from _refused(ctx, jid, "pending, retryable or running")
+        return JobStatus(row[0])
+
+    return Plan(steps(), transaction=False)
+
+
+def cancel_many(
+    ctx: Ctx,
+    *,
+    job_type: str | None = None,
+    queue: str | None = None,
+    reason: str | None = None,
+    batch_size: int = DEFAULT_CLEANUP_BATCH,
+) -> Plan[Cancelled]:
+    """`cancel` every live job (pending, retryable or running) of `job_type`
+    and/or `queue` (one of them at least), in batches of `batch_size`, each
+    one statement and one commit. A job enqueued while this runs may be
+    cancelled too. Returns how many were cancelled and how many running jobs
+    were asked to stop."""
+    job_type = _job_type_filter(job_type)
+    queue = None if queue is None else validate.name("queue", queue)
+    if job_type is None and queue is None:
+        raise InvalidArgument("cancel_many: expected job_type or queue (or both), got neither")
+    _check_batch_size(batch_size)
+    params = {
+        "job_type": job_type,
+        "queue": queue,
+        "limit": batch_size,
+        "now": ctx.now(),
+        "error": _cancel_text(reason),
+    }
+    sql = ctx.dialect.sql.JOB_CANCEL_MANY
+
+    def steps() -> Steps[Cancelled]:
+        cancelled = requested = 0
+        while True:
+            rows = yield Stmt(sql, params, fetch="all")
+            yield COMMIT
+            running = sum(1 for r in rows if r[0] == JobStatus.RUNNING)
+            requested += running
+            cancelled += len(rows) - running
+            if len(rows) < batch_size:
+                return Cancelled(cancelled=cancelled, requested=requested)
 
     return Plan(steps(), transaction=False)
 

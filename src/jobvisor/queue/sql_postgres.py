@@ -106,18 +106,21 @@ JOB_CLAIM: Final[LiteralString] = (
 )
 
 JOB_RENEW_MANY: Final[LiteralString] = (
-    # Extend the leases still held by these (id, claim token) pairs; returns the renewed ids.
+    # Extend the leases still held by these (id, claim token) pairs; returns the
+    # renewed ids, each with whether its cancel was requested.
     "UPDATE jobvisor_jobs AS j"
     " SET lease_expires_at = coalesce(%(now)s::timestamptz, now())"
     "   + %(lease)s::float8 * interval '1 second'"
     " FROM unnest(%(ids)s::uuid[], %(tokens)s::uuid[]) AS c(id, token)"
     " WHERE j.id = c.id AND j.claim_token = c.token AND j.status = 'running'"
-    " RETURNING j.id"
+    " RETURNING j.id, j.cancel_requested_at IS NOT NULL"
 )
 
 JOB_COMPLETE_MANY: Final[LiteralString] = (
-    # Complete the jobs still held by these (id, claim token) pairs; returns the completed ids.
-    "UPDATE jobvisor_jobs AS j SET status = 'completed', claim_token = NULL,"
+    # Complete the jobs still held by these (id, claim token) pairs (cancelled
+    # instead when a cancel was requested first); returns their ids.
+    "UPDATE jobvisor_jobs AS j SET status = CASE WHEN j.cancel_requested_at IS NULL"
+    "   THEN 'completed' ELSE 'cancelled' END, claim_token = NULL,"
     " lease_expires_at = NULL, finished_at = coalesce(%(now)s::timestamptz, now())"
     " FROM unnest(%(ids)s::uuid[], %(tokens)s::uuid[]) AS c(id, token)"
     " WHERE j.id = c.id AND j.claim_token = c.token AND j.status = 'running'"
@@ -125,21 +128,28 @@ JOB_COMPLETE_MANY: Final[LiteralString] = (
 )
 
 JOB_FAIL: Final[LiteralString] = (
-    # A held job failed: retry after `delay` seconds, or dead when attempts are spent.
+    # A held job failed: retry after `delay` seconds, or dead when attempts are
+    # spent (cancelled, keeping the request's text, when a cancel was requested).
     "UPDATE jobvisor_jobs SET"
-    " status = CASE WHEN attempts >= max_attempts THEN 'dead' ELSE 'retryable' END,"
-    " run_at = CASE WHEN attempts >= max_attempts THEN run_at"
+    " status = CASE WHEN cancel_requested_at IS NOT NULL THEN 'cancelled'"
+    "   WHEN attempts >= max_attempts THEN 'dead' ELSE 'retryable' END,"
+    " run_at = CASE WHEN attempts >= max_attempts OR cancel_requested_at IS NOT NULL THEN run_at"
     "   ELSE coalesce(%(now)s::timestamptz, now()) + %(delay)s::float8 * interval '1 second' END,"
-    " finished_at = CASE WHEN attempts >= max_attempts"
+    " finished_at = CASE WHEN attempts >= max_attempts OR cancel_requested_at IS NOT NULL"
     "   THEN coalesce(%(now)s::timestamptz, now()) END,"
-    " last_error = %(error)s, claim_token = NULL, lease_expires_at = NULL"
+    " last_error = CASE WHEN cancel_requested_at IS NULL THEN %(error)s ELSE last_error END,"
+    " claim_token = NULL, lease_expires_at = NULL"
     " WHERE id = %(id)s AND claim_token = %(token)s AND status = 'running'"
     " RETURNING status"
 )
 
 JOB_SNOOZE: Final[LiteralString] = (
-    # A held job asked to run again after `delay` seconds; the attempt is given back.
-    "UPDATE jobvisor_jobs SET status = 'pending', attempts = attempts - 1,"
+    # A held job asked to run again after `delay` seconds; the attempt is given
+    # back (cancelled instead when a cancel was requested).
+    "UPDATE jobvisor_jobs SET"
+    " status = CASE WHEN cancel_requested_at IS NULL THEN 'pending' ELSE 'cancelled' END,"
+    " finished_at = CASE WHEN cancel_requested_at IS NOT NULL"
+    "   THEN coalesce(%(now)s::timestamptz, now()) END, attempts = attempts - 1,"
     " run_at = coalesce(%(now)s::timestamptz, now()) + %(delay)s::float8 * interval '1 second',"
     " claim_token = NULL, lease_expires_at = NULL"
     " WHERE id = %(id)s AND claim_token = %(token)s AND status = 'running'"
@@ -147,8 +157,12 @@ JOB_SNOOZE: Final[LiteralString] = (
 )
 
 JOB_RELEASE_MANY: Final[LiteralString] = (
-    # Interrupted through no fault of their own: pending again now, attempts given back.
-    "UPDATE jobvisor_jobs AS j SET status = 'pending', attempts = j.attempts - 1,"
+    # Interrupted through no fault of their own: pending again now, attempts
+    # given back (cancelled instead when a cancel was requested).
+    "UPDATE jobvisor_jobs AS j SET"
+    " status = CASE WHEN j.cancel_requested_at IS NULL THEN 'pending' ELSE 'cancelled' END,"
+    " finished_at = CASE WHEN j.cancel_requested_at IS NOT NULL"
+    "   THEN coalesce(%(now)s::timestamptz, now()) END, attempts = j.attempts - 1,"
     " run_at = coalesce(%(now)s::timestamptz, now()), claim_token = NULL,"
     " lease_expires_at = NULL"
     " FROM unnest(%(ids)s::uuid[], %(tokens)s::uuid[]) AS c(id, token)"
@@ -157,8 +171,10 @@ JOB_RELEASE_MANY: Final[LiteralString] = (
 )
 
 JOB_CANCEL_HELD: Final[LiteralString] = (
-    # The handler of a held job gave it up for good.
-    "UPDATE jobvisor_jobs SET status = 'cancelled', last_error = %(error)s,"
+    # The handler of a held job gave it up for good (a requested cancel keeps
+    # the request's text).
+    "UPDATE jobvisor_jobs SET status = 'cancelled',"
+    " last_error = CASE WHEN cancel_requested_at IS NULL THEN %(error)s ELSE last_error END,"
     " finished_at = coalesce(%(now)s::timestamptz, now()),"
     " claim_token = NULL, lease_expires_at = NULL"
     " WHERE id = %(id)s AND claim_token = %(token)s AND status = 'running'"
@@ -167,10 +183,12 @@ JOB_CANCEL_HELD: Final[LiteralString] = (
 
 JOB_REAP_EXPIRED: Final[LiteralString] = (
     # Running jobs whose lease ran out: retryable with their type's backoff (the
-    # policy with a NULL type is the default), or dead when spent.
+    # policy with a NULL type is the default), dead when spent, or cancelled
+    # when a cancel was requested.
     "UPDATE jobvisor_jobs SET"
-    " status = CASE WHEN attempts >= max_attempts THEN 'dead' ELSE 'retryable' END,"
-    " run_at = CASE WHEN attempts >= max_attempts THEN run_at"
+    " status = CASE WHEN cancel_requested_at IS NOT NULL THEN 'cancelled'"
+    "   WHEN attempts >= max_attempts THEN 'dead' ELSE 'retryable' END,"
+    " run_at = CASE WHEN attempts >= max_attempts OR cancel_requested_at IS NOT NULL THEN run_at"
     "   ELSE coalesce(%(now)s::timestamptz, now()) + (SELECT least(p.cap, p.base"
     "     * power(2::float8, least(greatest(jobvisor_jobs.attempts - 1, 0), 62)))"
     "     * (1 - p.jitter * random())"
@@ -179,9 +197,10 @@ JOB_REAP_EXPIRED: Final[LiteralString] = (
     "       AS p(job_type, base, cap, jitter)"
     "     WHERE p.job_type = jobvisor_jobs.job_type OR p.job_type IS NULL"
     "     ORDER BY p.job_type IS NULL LIMIT 1) * interval '1 second' END,"
-    " finished_at = CASE WHEN attempts >= max_attempts"
+    " finished_at = CASE WHEN attempts >= max_attempts OR cancel_requested_at IS NOT NULL"
     "   THEN coalesce(%(now)s::timestamptz, now()) END,"
-    " last_error = 'lease expired on worker ' || worker_id,"
+    " last_error = CASE WHEN cancel_requested_at IS NULL"
+    "   THEN 'lease expired on worker ' || worker_id ELSE last_error END,"
     " claim_token = NULL, lease_expires_at = NULL"
     " WHERE status = 'running' AND lease_expires_at < coalesce(%(now)s::timestamptz, now())"
     " RETURNING id, status, queue, job_type"
@@ -191,19 +210,21 @@ JOB_REQUEUE_CRASHED: Final[LiteralString] = (
     # Every job a dead worker held: retryable now (attempt counted), or dead
     # when spent. With a `culprit`, only that job is charged; the others were
     # interrupted by its fault: pending now, attempts given back, error kept.
+    # A job whose cancel was requested ends cancelled, keeping the request's text.
     "UPDATE jobvisor_jobs SET"
-    " status = CASE WHEN %(culprit)s::uuid IS NOT NULL AND id <> %(culprit)s::uuid"
+    " status = CASE WHEN cancel_requested_at IS NOT NULL THEN 'cancelled'"
+    "   WHEN %(culprit)s::uuid IS NOT NULL AND id <> %(culprit)s::uuid"
     "   THEN 'pending' WHEN attempts >= max_attempts THEN 'dead' ELSE 'retryable' END,"
     " attempts = CASE WHEN %(culprit)s::uuid IS NOT NULL AND id <> %(culprit)s::uuid"
     "   THEN attempts - 1 ELSE attempts END,"
     " run_at = CASE WHEN attempts >= max_attempts"
     "   AND (%(culprit)s::uuid IS NULL OR id = %(culprit)s::uuid) THEN run_at"
     "   ELSE coalesce(%(now)s::timestamptz, now()) END,"
-    " finished_at = CASE WHEN attempts >= max_attempts"
-    "   AND (%(culprit)s::uuid IS NULL OR id = %(culprit)s::uuid)"
+    " finished_at = CASE WHEN cancel_requested_at IS NOT NULL OR (attempts >= max_attempts"
+    "   AND (%(culprit)s::uuid IS NULL OR id = %(culprit)s::uuid))"
     "   THEN coalesce(%(now)s::timestamptz, now()) END,"
-    " last_error = CASE WHEN %(culprit)s::uuid IS NOT NULL AND id <> %(culprit)s::uuid"
-    "   THEN last_error ELSE %(error)s END,"
+    " last_error = CASE WHEN cancel_requested_at IS NOT NULL OR (%(culprit)s::uuid IS NOT NULL"
+    "   AND id <> %(culprit)s::uuid) THEN last_error ELSE %(error)s END,"
     " claim_token = NULL, lease_expires_at = NULL"
     " WHERE status = 'running' AND worker_id = %(worker_id)s"
     " RETURNING id, status"
@@ -292,10 +313,39 @@ JOB_DELETE_DEAD_OF_TYPE: Final[LiteralString] = (
 )
 
 JOB_CANCEL: Final[LiteralString] = (
-    # Cancel a job that is waiting to run.
-    "UPDATE jobvisor_jobs SET status = 'cancelled',"
-    " finished_at = coalesce(%(now)s::timestamptz, now())"
-    " WHERE id = %(id)s AND status IN ('pending', 'retryable') RETURNING id"
+    # Cancel a job waiting to run; ask a running one's worker to stop it (the
+    # first request's text is kept, each request notifies). Returns its new status.
+    "UPDATE jobvisor_jobs SET"
+    " status = CASE WHEN status = 'running' THEN status ELSE 'cancelled' END,"
+    " finished_at = CASE WHEN status = 'running' THEN finished_at"
+    "   ELSE coalesce(%(now)s::timestamptz, now()) END,"
+    " cancel_requested_at = CASE WHEN status = 'running' THEN coalesce(cancel_requested_at,"
+    "   coalesce(%(now)s::timestamptz, now())) END,"
+    " last_error = CASE WHEN cancel_requested_at IS NULL THEN %(error)s ELSE last_error END"
+    " WHERE id = %(id)s AND status IN ('pending', 'retryable', 'running')"
+    " RETURNING status, CASE WHEN status = 'running' THEN pg_notify('" + NOTIFY_CHANNEL + "',"
+    "   json_build_object('kind', 'cancel', 'queue', queue, 'id', id)::text) END"
+)
+
+JOB_CANCEL_MANY: Final[LiteralString] = (
+    # JOB_CANCEL over one batch of the live jobs of a job type and/or queue
+    # not yet asked to stop; returns each one's new status.
+    "WITH picked AS ("
+    " SELECT id FROM jobvisor_jobs WHERE status IN ('pending', 'retryable', 'running')"
+    "   AND cancel_requested_at IS NULL"
+    "   AND (%(job_type)s::text IS NULL OR job_type = %(job_type)s::text)"
+    "   AND (%(queue)s::text IS NULL OR queue = %(queue)s::text)"
+    " LIMIT %(limit)s FOR UPDATE SKIP LOCKED)"
+    " UPDATE jobvisor_jobs AS j SET"
+    " status = CASE WHEN j.status = 'running' THEN j.status ELSE 'cancelled' END,"
+    " finished_at = CASE WHEN j.status = 'running' THEN j.finished_at"
+    "   ELSE coalesce(%(now)s::timestamptz, now()) END,"
+    " cancel_requested_at = CASE WHEN j.status = 'running'"
+    "   THEN coalesce(%(now)s::timestamptz, now()) END,"
+    " last_error = %(error)s"
+    " FROM picked WHERE j.id = picked.id"
+    " RETURNING j.status, CASE WHEN j.status = 'running' THEN pg_notify('" + NOTIFY_CHANNEL + "',"
+    "   json_build_object('kind', 'cancel', 'queue', j.queue, 'id', j.id)::text) END"
 )
 
 JOB_STATUS: Final[LiteralString] = (

@@ -89,19 +89,22 @@ JOB_CLAIM: Final[LiteralString] = (
 )
 
 JOB_RENEW_MANY: Final[LiteralString] = (
-    # Extend the leases still held by these (id, claim token) pairs; returns the renewed ids.
+    # Extend the leases still held by these (id, claim token) pairs; returns the
+    # renewed ids, each with whether its cancel was requested.
     "UPDATE jobvisor_jobs"
     " SET lease_expires_at = coalesce(:now, (julianday('now') - 2440587.5) * 86400.0) + :lease"
     " FROM (SELECT json_extract(value, '$[0]') AS id, json_extract(value, '$[1]') AS token"
     "   FROM json_each(:pairs)) AS c"
     " WHERE jobvisor_jobs.id = c.id AND jobvisor_jobs.claim_token = c.token"
     " AND jobvisor_jobs.status = 'running'"
-    " RETURNING jobvisor_jobs.id"
+    " RETURNING jobvisor_jobs.id, jobvisor_jobs.cancel_requested_at IS NOT NULL"
 )
 
 JOB_COMPLETE_MANY: Final[LiteralString] = (
-    # Complete the jobs still held by these (id, claim token) pairs; returns the completed ids.
-    "UPDATE jobvisor_jobs SET status = 'completed', claim_token = NULL,"
+    # Complete the jobs still held by these (id, claim token) pairs (cancelled
+    # instead when a cancel was requested first); returns their ids.
+    "UPDATE jobvisor_jobs SET status = CASE WHEN cancel_requested_at IS NULL"
+    "   THEN 'completed' ELSE 'cancelled' END, claim_token = NULL,"
     " lease_expires_at = NULL,"
     " finished_at = coalesce(:now, (julianday('now') - 2440587.5) * 86400.0)"
     " FROM (SELECT json_extract(value, '$[0]') AS id, json_extract(value, '$[1]') AS token"
@@ -112,21 +115,29 @@ JOB_COMPLETE_MANY: Final[LiteralString] = (
 )
 
 JOB_FAIL: Final[LiteralString] = (
-    # A held job failed: retry after `delay` seconds, or dead when attempts are spent.
+    # A held job failed: retry after `delay` seconds, or dead when attempts are
+    # spent (cancelled, keeping the request's text, when a cancel was requested).
     "UPDATE jobvisor_jobs SET"
-    " status = CASE WHEN attempts >= max_attempts THEN 'dead' ELSE 'retryable' END,"
-    " run_at = CASE WHEN attempts >= max_attempts THEN run_at"
+    " status = CASE WHEN cancel_requested_at IS NOT NULL THEN 'cancelled'"
+    "   WHEN attempts >= max_attempts THEN 'dead' ELSE 'retryable' END,"
+    " run_at = CASE WHEN attempts >= max_attempts OR cancel_requested_at IS NOT NULL THEN run_at"
     "   ELSE coalesce(:now, (julianday('now') - 2440587.5) * 86400.0) + :delay END,"
-    " finished_at = CASE WHEN attempts >= max_attempts"
+    " finished_at = CASE WHEN attempts >= max_attempts OR cancel_requested_at IS NOT NULL"
     "   THEN coalesce(:now, (julianday('now') - 2440587.5) * 86400.0) END,"
-    " last_error = :error, claim_token = NULL, lease_expires_at = NULL"
+    " last_error = CASE WHEN cancel_requested_at IS NULL THEN :error ELSE last_error END,"
+    " claim_token = NULL, lease_expires_at = NULL"
     " WHERE id = :id AND claim_token = :token AND status = 'running'"
     " RETURNING status"
 )
 
 JOB_SNOOZE: Final[LiteralString] = (
-    # A held job asked to run again after `delay` seconds; the attempt is given back.
-    "UPDATE jobvisor_jobs SET status = 'pending', attempts = attempts - 1,"
+    # A held job asked to run again after `delay` seconds; the attempt is given
+    # back (cancelled instead when a cancel was requested).
+    "UPDATE jobvisor_jobs SET"
+    " status = CASE WHEN cancel_requested_at IS NULL THEN 'pending' ELSE 'cancelled' END,"
+    " finished_at = CASE WHEN cancel_requested_at IS NOT NULL"
+    "   THEN coalesce(:now, (julianday('now') - 2440587.5) * 86400.0) END,"
+    " attempts = attempts - 1,"
     " run_at = coalesce(:now, (julianday('now') - 2440587.5) * 86400.0) + :delay,"
     " claim_token = NULL, lease_expires_at = NULL"
     " WHERE id = :id AND claim_token = :token AND status = 'running'"
@@ -134,8 +145,13 @@ JOB_SNOOZE: Final[LiteralString] = (
 )
 
 JOB_RELEASE_MANY: Final[LiteralString] = (
-    # Interrupted through no fault of their own: pending again now, attempts given back.
-    "UPDATE jobvisor_jobs SET status = 'pending', attempts = attempts - 1,"
+    # Interrupted through no fault of their own: pending again now, attempts
+    # given back (cancelled instead when a cancel was requested).
+    "UPDATE jobvisor_jobs SET"
+    " status = CASE WHEN cancel_requested_at IS NULL THEN 'pending' ELSE 'cancelled' END,"
+    " finished_at = CASE WHEN cancel_requested_at IS NOT NULL"
+    "   THEN coalesce(:now, (julianday('now') - 2440587.5) * 86400.0) END,"
+    " attempts = attempts - 1,"
     " run_at = coalesce(:now, (julianday('now') - 2440587.5) * 86400.0),"
     " claim_token = NULL, lease_expires_at = NULL"
     " FROM (SELECT json_extract(value, '$[0]') AS id, json_extract(value, '$[1]') AS token"
@@ -146,8 +162,10 @@ JOB_RELEASE_MANY: Final[LiteralString] = (
 )
 
 JOB_CANCEL_HELD: Final[LiteralString] = (
-    # The handler of a held job gave it up for good.
-    "UPDATE jobvisor_jobs SET status = 'cancelled', last_error = :error,"
+    # The handler of a held job gave it up for good (a requested cancel keeps
+    # the request's text).
+    "UPDATE jobvisor_jobs SET status = 'cancelled',"
+    " last_error = CASE WHEN cancel_requested_at IS NULL THEN :error ELSE last_error END,"
     " finished_at = coalesce(:now, (julianday('now') - 2440587.5) * 86400.0),"
     " claim_token = NULL, lease_expires_at = NULL"
     " WHERE id = :id AND claim_token = :token AND status = 'running'"
@@ -156,10 +174,12 @@ JOB_CANCEL_HELD: Final[LiteralString] = (
 
 JOB_REAP_EXPIRED: Final[LiteralString] = (
     # Running jobs whose lease ran out: retryable with their type's backoff (the
-    # policy with a null type is the default), or dead when spent.
+    # policy with a null type is the default), dead when spent, or cancelled
+    # when a cancel was requested.
     "UPDATE jobvisor_jobs SET"
-    " status = CASE WHEN attempts >= max_attempts THEN 'dead' ELSE 'retryable' END,"
-    " run_at = CASE WHEN attempts >= max_attempts THEN run_at"
+    " status = CASE WHEN cancel_requested_at IS NOT NULL THEN 'cancelled'"
+    "   WHEN attempts >= max_attempts THEN 'dead' ELSE 'retryable' END,"
+    " run_at = CASE WHEN attempts >= max_attempts OR cancel_requested_at IS NOT NULL THEN run_at"
     "   ELSE coalesce(:now, (julianday('now') - 2440587.5) * 86400.0) + (SELECT"
     "     min(p.cap, p.base * (1 << min(max(jobvisor_jobs.attempts - 1, 0), 62)))"
     "     * (1 - p.jitter * (abs(random()) / 9223372036854775808.0))"
@@ -168,9 +188,10 @@ JOB_REAP_EXPIRED: Final[LiteralString] = (
     "       json_extract(value, '$[3]') AS jitter FROM json_each(:policies)) AS p"
     "     WHERE p.job_type = jobvisor_jobs.job_type OR p.job_type IS NULL"
     "     ORDER BY p.job_type IS NULL LIMIT 1) END,"
-    " finished_at = CASE WHEN attempts >= max_attempts"
+    " finished_at = CASE WHEN attempts >= max_attempts OR cancel_requested_at IS NOT NULL"
     "   THEN coalesce(:now, (julianday('now') - 2440587.5) * 86400.0) END,"
-    " last_error = 'lease expired on worker ' || worker_id,"
+    " last_error = CASE WHEN cancel_requested_at IS NULL"
+    "   THEN 'lease expired on worker ' || worker_id ELSE last_error END,"
     " claim_token = NULL, lease_expires_at = NULL"
     " WHERE status = 'running'"
     " AND lease_expires_at < coalesce(:now, (julianday('now') - 2440587.5) * 86400.0)"
@@ -181,17 +202,20 @@ JOB_REQUEUE_CRASHED: Final[LiteralString] = (
     # Every job a dead worker held: retryable now (attempt counted), or dead
     # when spent. With a `culprit`, only that job is charged; the others were
     # interrupted by its fault: pending now, attempts given back, error kept.
+    # A job whose cancel was requested ends cancelled, keeping the request's text.
     "UPDATE jobvisor_jobs SET"
-    " status = CASE WHEN :culprit IS NOT NULL AND id <> :culprit THEN 'pending'"
+    " status = CASE WHEN cancel_requested_at IS NOT NULL THEN 'cancelled'"
+    "   WHEN :culprit IS NOT NULL AND id <> :culprit THEN 'pending'"
     "   WHEN attempts >= max_attempts THEN 'dead' ELSE 'retryable' END,"
     " attempts = CASE WHEN :culprit IS NOT NULL AND id <> :culprit"
     "   THEN attempts - 1 ELSE attempts END,"
     " run_at = CASE WHEN attempts >= max_attempts AND (:culprit IS NULL OR id = :culprit)"
     "   THEN run_at ELSE coalesce(:now, (julianday('now') - 2440587.5) * 86400.0) END,"
-    " finished_at = CASE WHEN attempts >= max_attempts AND (:culprit IS NULL OR id = :culprit)"
+    " finished_at = CASE WHEN cancel_requested_at IS NOT NULL OR (attempts >= max_attempts"
+    "   AND (:culprit IS NULL OR id = :culprit))"
     "   THEN coalesce(:now, (julianday('now') - 2440587.5) * 86400.0) END,"
-    " last_error = CASE WHEN :culprit IS NOT NULL AND id <> :culprit"
-    "   THEN last_error ELSE :error END,"
+    " last_error = CASE WHEN cancel_requested_at IS NOT NULL"
+    "   OR (:culprit IS NOT NULL AND id <> :culprit) THEN last_error ELSE :error END,"
     " claim_token = NULL, lease_expires_at = NULL"
     " WHERE status = 'running' AND worker_id = :worker_id"
     " RETURNING id, status"
@@ -279,10 +303,34 @@ JOB_DELETE_DEAD_OF_TYPE: Final[LiteralString] = (
 )
 
 JOB_CANCEL: Final[LiteralString] = (
-    # Cancel a job that is waiting to run.
-    "UPDATE jobvisor_jobs SET status = 'cancelled',"
-    " finished_at = coalesce(:now, (julianday('now') - 2440587.5) * 86400.0)"
-    " WHERE id = :id AND status IN ('pending', 'retryable') RETURNING id"
+    # Cancel a job waiting to run; ask a running one's worker to stop it (the
+    # first request's text is kept). Returns its new status.
+    "UPDATE jobvisor_jobs SET"
+    " status = CASE WHEN status = 'running' THEN status ELSE 'cancelled' END,"
+    " finished_at = CASE WHEN status = 'running' THEN finished_at"
+    "   ELSE coalesce(:now, (julianday('now') - 2440587.5) * 86400.0) END,"
+    " cancel_requested_at = CASE WHEN status = 'running' THEN coalesce(cancel_requested_at,"
+    "   coalesce(:now, (julianday('now') - 2440587.5) * 86400.0)) END,"
+    " last_error = CASE WHEN cancel_requested_at IS NULL THEN :error ELSE last_error END"
+    " WHERE id = :id AND status IN ('pending', 'retryable', 'running')"
+    " RETURNING status, NULL"
+)
+
+JOB_CANCEL_MANY: Final[LiteralString] = (
+    # JOB_CANCEL over one batch of the live jobs of a job type and/or queue
+    # not yet asked to stop; returns each one's new status.
+    "UPDATE jobvisor_jobs SET"
+    " status = CASE WHEN status = 'running' THEN status ELSE 'cancelled' END,"
+    " finished_at = CASE WHEN status = 'running' THEN finished_at"
+    "   ELSE coalesce(:now, (julianday('now') - 2440587.5) * 86400.0) END,"
+    " cancel_requested_at = CASE WHEN status = 'running'"
+    "   THEN coalesce(:now, (julianday('now') - 2440587.5) * 86400.0) END,"
+    " last_error = :error"
+    " WHERE id IN (SELECT id FROM jobvisor_jobs"
+    "   WHERE status IN ('pending', 'retryable', 'running') AND cancel_requested_at IS NULL"
+    "   AND (:job_type IS NULL OR job_type = :job_type)"
+    "   AND (:queue IS NULL OR queue = :queue) LIMIT :limit)"
+    " RETURNING status, NULL"
 )
 
 JOB_STATUS: Final[LiteralString] = (

@@ -109,6 +109,7 @@ async def serve(config: Config, registry: Registry, channel: ControlChannel, wor
             lease=config.lease,
             poll_interval=config.poll_interval,
             shutdown_timeout=config.shutdown_timeout,
+            cancel_grace=config.cancel_grace,
             channel=channel,
         )
         loop = asyncio.get_running_loop()

@@ -19,6 +19,13 @@ a few in-memory tables and never block each other:
   written) in one `renew_many` per half lease. A job whose lease was lost is
   cancelled, and whatever its handler returns is dropped: the job belongs to
   someone else now.
+- a cancel request (`queue.cancel` of a running job) arrives by a PostgreSQL
+  notice in the listen loop, and with every renewal on either engine. An
+  async handler's task is cancelled; a thread handler sees
+  `job.cancel_requested` and gets `cancel_grace` seconds to return, after
+  which the parent is told the job is past its hard limit now, so the worker
+  is replaced and that job alone is charged. Whatever outcome follows, the
+  database ends the job `cancelled`.
 - the heartbeat loop tells the parent the loop is turning and which loops
   are failing, reports metrics, and stops the worker when the parent is gone.
 
@@ -70,6 +77,9 @@ log = get_logger("worker")
 MIN_POLL: Final = 0.005  # the first poll after work was found
 SQLITE_MAX_POLL: Final = 0.1  # SQLite has no NOTIFY: stay responsive
 TRACEBACK_FRAMES: Final = 8  # frames kept in last_error
+# The hard limit, in seconds from now, reported to the parent for a thread
+# handler that outlived its cancel grace: the parent's watchdog kills at once.
+GRACE_KILL_AFTER: Final = 0.001
 
 
 # How long a loop may keep failing with an error that may pass (a read-only
@@ -121,16 +131,18 @@ class StopReason(enum.StrEnum):
 
     LEASE_LOST = "lease_lost"  # someone else holds it now: its result is dropped
     DRAIN = "drain"  # the stop's deadline passed: it is released
+    CANCEL = "cancel"  # a cancel was requested: it ends cancelled
 
 
 class _Running:
     """A job whose handler is running."""
 
-    __slots__ = ("handler", "job", "stop_reason", "task")
+    __slots__ = ("context", "handler", "job", "stop_reason", "task")
 
-    def __init__(self, job: Job, handler: Handler) -> None:
+    def __init__(self, job: Job, handler: Handler, worker_id: str) -> None:
         self.job = job
         self.handler = handler
+        self.context = JobContext(job, worker_id)
         self.task: asyncio.Task[None] | None = None
         self.stop_reason: StopReason | None = None  # set when we cancel it
 
@@ -168,6 +180,7 @@ class Worker:
         lease: float = 30.0,
         poll_interval: float = 1.0,
         shutdown_timeout: float = 30.0,
+        cancel_grace: float = 10.0,
         channel: ControlChannel | None = None,
         watch_parent: bool | None = None,
         tracer_provider: Any = None,
@@ -181,6 +194,7 @@ class Worker:
         self.lease = lease
         self.poll_interval = poll_interval
         self.shutdown_timeout = shutdown_timeout
+        self.cancel_grace = cancel_grace
         self.fault_limit = fault_limit
         self.channel = channel or ControlChannel(None)
         engine = queue.engine
@@ -444,6 +458,10 @@ class Worker:
         while True:
             try:
                 async for notice in self.queue.notifications(self.queues or None):
+                    if notice.kind == NoticeKind.CANCEL:
+                        if notice.id is not None:
+                            self._request_cancel(notice.id)
+                        continue
                     if notice.kind == NoticeKind.MISSED:
                         self._recovered(Loop.LISTEN)
                     self._wake.set()
@@ -468,7 +486,7 @@ class Worker:
             self._writes.append(write)
             self._flush_wanted.set()
             return
-        running = _Running(job, handler)
+        running = _Running(job, handler, self.worker_id)
         self._running[job.id] = running
         running.task = asyncio.create_task(self._run_job(running))
 
@@ -516,7 +534,7 @@ class Worker:
         outcome: _Write | None = None
         timer: asyncio.Timeout | None = None
         try:
-            context = JobContext(job, self.worker_id)
+            context = running.context
             if handler.timeout is None:
                 await self._call(handler, context)
             else:
@@ -527,7 +545,9 @@ class Worker:
         except Cancel as request:
             outcome = ("cancel", job, request.reason)
         except asyncio.CancelledError:
-            outcome = None  # stopped by us: lease lost, or the drain's deadline
+            # Stopped by us: a cancel request, the lease lost, or the drain's deadline.
+            cancelled = running.stop_reason is StopReason.CANCEL
+            outcome = ("cancel", job, "cancel requested") if cancelled else None
         except Exception as exc:
             if timer is not None and timer.expired():
                 text = f"TimeoutError: {job.job_type} ran past its {handler.timeout:g}s timeout"
@@ -572,6 +592,37 @@ class Worker:
             return  # finished already; its buffered outcome reports the loss when written
         running.stop_reason = StopReason.LEASE_LOST
         running.task.cancel()
+
+    def _request_cancel(self, job_id: uuid.UUID) -> None:
+        """Someone asked to cancel a job: stop its handler (an async one at
+        its next await; a thread gets `cancel_grace` seconds, then its worker
+        is replaced). Asked again, nothing more happens."""
+        running = self._running.get(job_id)
+        if running is None or running.task is None or running.context.cancel_requested:
+            return  # not running here (finished: the database settles it), or asked already
+        running.context._cancel_requested = True
+        log.info("job.cancel_requested", **self._fields(running.job))
+        if running.handler.is_async:
+            if running.stop_reason is None:
+                running.stop_reason = StopReason.CANCEL
+                running.task.cancel()
+            return
+        loop = asyncio.get_running_loop()
+        loop.call_later(self.cancel_grace, self._cancel_grace_over, running)
+
+    def _cancel_grace_over(self, running: _Running) -> None:
+        """A thread handler ran on `cancel_grace` seconds after its cancel was
+        requested: tell the parent the job is past its hard limit now, so that
+        it replaces this worker and charges that job alone."""
+        if self._running.get(running.job.id) is not running:
+            return  # it returned in time
+        log.warning(
+            "job.cancel_grace_over",
+            **self._fields(running.job),
+            grace=self.cancel_grace,
+            detail="the handler ignored the cancel: its worker is replaced",
+        )
+        self.channel.send({"t": "job", "id": str(running.job.id), "hard": GRACE_KILL_AFTER})
 
     async def _drain(self) -> None:
         loop = asyncio.get_running_loop()
@@ -723,14 +774,16 @@ class Worker:
                     self._recovered(Loop.RENEW)
                 continue
             try:
-                lost = await self.queue.renew_many(held, lease=self.lease)
+                renewal = await self.queue.renew_held(held, lease=self.lease)
             except Exception as exc:
                 delay = self._retry_in(Loop.RENEW, exc, cap=cap, jobs=len(held))
                 continue
             if self._failing:
                 self._recovered(Loop.RENEW)
-            for job in lost:
+            for job in renewal.lost:
                 self._lose(job)
+            for job_id in renewal.cancel_requested:
+                self._request_cancel(job_id)
 
     async def _heartbeat_loop(self) -> None:
         watching = self.channel.fd is not None

@@ -11,6 +11,12 @@ in the worker's thread pool (one thread per concurrency slot), so blocking
 code never stalls the loop. Whatever a handler returns is ignored; returning
 means the job is completed, raising means this attempt failed.
 
+A job cancelled while it runs (`queue.cancel(id)`): an `async def` handler
+gets `asyncio.CancelledError` at its next await; a plain function sees
+`job.cancel_requested` turn true and should return soon (or call
+`job.raise_if_cancelled()`), else its worker is replaced after
+`JOBVISOR_CANCEL_GRACE` seconds.
+
 A handler that wants its job to run again later, without counting this
 attempt, calls `job.snooze(seconds)`; one that gives the job up for good calls
 `job.cancel(reason)`. Both raise (`Snooze`, `Cancel`), so nothing after the
@@ -60,11 +66,23 @@ class Cancel(Exception):
 class JobContext:
     """The job as its handler sees it: read-only fields, and `snooze`/`cancel`."""
 
-    __slots__ = ("job", "worker_id")
+    __slots__ = ("_cancel_requested", "job", "worker_id")
 
     def __init__(self, job: Job, worker_id: str) -> None:
         self.job = job
         self.worker_id = worker_id
+        self._cancel_requested = False  # set by the worker's loop, read by the handler
+
+    @property
+    def cancel_requested(self) -> bool:
+        """True once someone asked to cancel this job (`queue.cancel`): stop soon."""
+        return self._cancel_requested
+
+    def raise_if_cancelled(self) -> None:
+        """Raise `Cancel` if this job's cancel was requested: the job ends
+        `cancelled`, keeping the request's text as its last error."""
+        if self._cancel_requested:
+            raise Cancel("cancel requested")
 
     @property
     def id(self) -> uuid.UUID:
