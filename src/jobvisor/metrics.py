@@ -105,7 +105,8 @@ class Metrics:
     """Every jobvisor metric, in one private registry.
 
     The supervisor calls `record_worker_message` for each `metrics` message,
-    `record_summary` after each status summary, `record_restart` when it
+    `record_summary` after each status summary, `record_oldest_xmin` after
+    each look at the database's horizon, `record_restart` when it
     replaces a worker, `record_reaped` after each reap, and `set_workers`
     whenever the number of live workers changes. `exposition()` is the body
     of `/metrics`.
@@ -177,6 +178,12 @@ class Metrics:
             registry=r,
         )
         self.workers = Gauge("jobvisor_workers", "Worker processes alive.", registry=r)
+        self.oldest_xmin_age = Gauge(
+            "jobvisor_db_oldest_xmin_age_seconds",
+            "How long the transaction holding back the database's oldest xmin has been open"
+            " (PostgreSQL; 0 when none is).",
+            registry=r,
+        )
         self._by_outcome: dict[str, Counter] = {
             Outcome.COMPLETED: self.completed,
             Outcome.FAILED: self.failed,
@@ -231,6 +238,11 @@ class Metrics:
         for (queue, job_type), count in by_type.items():
             if count > 0:
                 self.reaped.labels(queue, job_type).inc(count)
+
+    def record_oldest_xmin(self, age: float) -> None:
+        """Seconds the transaction holding the database's oldest xmin has
+        been open; 0 when no other session holds one."""
+        self.oldest_xmin_age.set(age)
 
     def set_workers(self, alive: int) -> None:
         self.workers.set(alive)

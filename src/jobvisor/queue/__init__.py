@@ -13,7 +13,16 @@ from .errors import (
     MissingCorrelationId,
     SchemaMissing,
 )
-from .model import Job, JobStatus, NewJob, Readiness, RetryPolicy, Summary, TypeRequeue
+from .model import (
+    Job,
+    JobStatus,
+    NewJob,
+    Readiness,
+    RetryPolicy,
+    Summary,
+    TypeRequeue,
+    XminHolder,
+)
 from .notices import Notice, NoticeKind
 from .redact import redact_url
 
@@ -38,6 +47,7 @@ __all__ = [
     "SchemaMissing",
     "Summary",
     "TypeRequeue",
+    "XminHolder",
     "connect",
     "connect_async",
     "correlation_scope",

@@ -138,6 +138,7 @@ class SqlSet(Protocol):
     JOB_STATUS: LiteralString
     LEADER_ATTEMPT_ELECT: LiteralString
     LEADER_RESIGN: LiteralString
+    DB_OLDEST_XMIN: LiteralString
 
 
 _STATUS = {status.value: status for status in JobStatus}

@@ -317,3 +317,14 @@ LEADER_RESIGN: Final[LiteralString] = (
     # Give the leadership up at once so another host need not wait for the lease.
     "DELETE FROM jobvisor_leader WHERE name = %(name)s AND holder = %(holder)s"
 )
+
+DB_OLDEST_XMIN: Final[LiteralString] = (
+    # The other backend of this database whose snapshot or transaction id is
+    # the oldest (it holds VACUUM's horizon back), with its transaction's age.
+    # Rows of other roles' sessions read NULL without pg_read_all_stats.
+    "SELECT pid, coalesce(application_name, ''), coalesce(state, ''),"
+    " coalesce(backend_type, ''), coalesce(extract(epoch FROM now() - xact_start), 0)"
+    " FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()"
+    " AND (backend_xid IS NOT NULL OR backend_xmin IS NOT NULL)"
+    " ORDER BY greatest(age(backend_xid), age(backend_xmin)) DESC, xact_start LIMIT 1"
+)

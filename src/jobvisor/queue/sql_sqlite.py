@@ -304,3 +304,8 @@ LEADER_RESIGN: Final[LiteralString] = (
     # Give the leadership up at once so another host need not wait for the lease.
     "DELETE FROM jobvisor_leader WHERE name = :name AND holder = :holder"
 )
+
+DB_OLDEST_XMIN: Final[LiteralString] = (
+    # SQLite keeps no transaction horizon that holds rows back: no row.
+    "SELECT 0, '', '', '', 0.0 WHERE 0"
+)
