@@ -224,6 +224,12 @@ SETTINGS: tuple[Setting, ...] = (
         "how often the status summary is logged",
     ),
     _bounded(
+        "xmin_warn",
+        "60",
+        _Seconds(validate.MAX_INTERVAL, low=validate.MIN_INTERVAL),
+        "how long a transaction may hold back the database's oldest xmin before a warning",
+    ),
+    _bounded(
         "max_restarts",
         "10",
         _Count(validate.MAX_RESTARTS),
@@ -327,6 +333,7 @@ class Config:
     retention_cancelled: float
     retention_dead: float
     summary_interval: float
+    xmin_warn: float
     max_restarts: int
     restart_window: float
     log_format: str

@@ -105,7 +105,8 @@ class Metrics:
     """Every jobvisor metric, in one private registry.
 
     The supervisor calls `record_worker_message` for each `metrics` message,
-    `record_summary` after each status summary, `record_restart` when it
+    `record_summary` after each status summary, `record_oldest_xmin` after
+    each look at the database's horizon, `record_restart` when it
     replaces a worker, `record_reaped` after each reap, and `set_workers`
     whenever the number of live workers changes. `exposition()` is the body
     of `/metrics`.
@@ -195,6 +196,12 @@ class Metrics:
             registry=r,
         )
         self.workers = Gauge("jobvisor_workers", "Worker processes alive.", registry=r)
+        self.oldest_xmin_age = Gauge(
+            "jobvisor_db_oldest_xmin_age_seconds",
+            "How long the transaction holding back the database's oldest xmin has been open"
+            " (PostgreSQL; 0 when none is).",
+            registry=r,
+        )
         self._by_outcome: dict[str, Counter] = {
             Outcome.COMPLETED: self.completed,
             Outcome.FAILED: self.failed,
@@ -258,6 +265,11 @@ class Metrics:
         self.schedule_fired.labels(schedule).inc(len(lags))
         for lag in lags:
             self.schedule_lag.observe(max(lag, 0.0))
+
+    def record_oldest_xmin(self, age: float) -> None:
+        """Seconds the transaction holding the database's oldest xmin has
+        been open; 0 when no other session holds one."""
+        self.oldest_xmin_age.set(age)
 
     def set_workers(self, alive: int) -> None:
         self.workers.set(alive)

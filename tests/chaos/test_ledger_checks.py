@@ -4,6 +4,7 @@ table passes)."""
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import uuid
 from collections.abc import Callable, Iterator
@@ -161,3 +162,20 @@ def test_a_second_run_is_allowed_where_the_log_says_its_lease_was_lost(
     assert [(r.job_id, r.worker_id, r.why) for r in outcome.extra_runs] == [
         (str(ids[0]), "w-b", "the lease was lost")
     ]
+
+
+def test_a_crash_explains_a_rerun_just_before_it_and_no_other(
+    finished: tuple[str, list[uuid.UUID]],
+) -> None:
+    """A crash may undo the last claims and completions a worker committed
+    without waiting for the flush: a run shortly before it may be run again,
+    a run long before it may not."""
+    url, ids = finished
+    run_one_twice(url, ids)
+    now = dt.datetime.now(dt.UTC)
+    outcome = assert_chaos_invariants(url, ids, [], crashed=[now])
+    assert [(r.job_id, r.why) for r in outcome.extra_runs] == [
+        (str(ids[0]), "the server crashed before its claim or completion was flushed")
+    ]
+    with pytest.raises(AssertionError, match="runs that nothing cut short"):
+        assert_chaos_invariants(url, ids, [], crashed=[now + dt.timedelta(minutes=1)])

@@ -304,3 +304,23 @@ def test_readiness_needs_the_database_and_a_ready_worker() -> None:
     )
     assert decisions.readiness(running=True, database_up=True, ready=0)[0] is False
     assert decisions.readiness(running=False, database_up=True, ready=2)[0] is False
+
+
+def test_a_transaction_holding_the_horizon_is_reported_but_keeps_readiness() -> None:
+    def warning(age: float, app: str = "report-export") -> str | None:
+        return decisions.xmin_warning(
+            pid=4242, application_name=app, state="idle in transaction", age=age, warn_after=60
+        )
+
+    assert warning(59.9) is None
+    held = warning(75.2)
+    assert held == (
+        "oldest xmin held 75s (over 60s) by pid 4242 (report-export, idle in transaction):"
+        " vacuum cannot clean up behind it"
+    )
+    assert "no application name" in str(warning(60, app=""))
+    assert decisions.readiness(running=True, database_up=True, ready=2, warning=held) == (
+        True,
+        f"database answers, 2 workers ready; warning: {held}",
+    )
+    assert decisions.readiness(running=True, database_up=False, ready=2, warning=held)[0] is False

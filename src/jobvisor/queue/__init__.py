@@ -24,6 +24,7 @@ from .model import (
     Schedule,
     Summary,
     TypeRequeue,
+    XminHolder,
 )
 from .notices import Notice, NoticeKind
 from .redact import redact_url
@@ -52,6 +53,7 @@ __all__ = [
     "SchemaMissing",
     "Summary",
     "TypeRequeue",
+    "XminHolder",
     "connect",
     "connect_async",
     "correlation_scope",

@@ -131,6 +131,7 @@ class Queue(_SyncBound):
     release_worker = requeue_crashed  # the former name of requeue_crashed, deprecated
     cleanup = _sync(ops.cleanup)
     summary = _sync(ops.summary)
+    oldest_xmin = _sync(ops.oldest_xmin)
     get = _sync(ops.get)
     cancel = _sync(ops.cancel)
     pause = _sync(ops.pause)
@@ -205,6 +206,7 @@ class AsyncQueue(_AsyncBound):
     release_worker = requeue_crashed  # the former name of requeue_crashed, deprecated
     cleanup = _async(ops.cleanup)
     summary = _async(ops.summary)
+    oldest_xmin = _async(ops.oldest_xmin)
     get = _async(ops.get)
     cancel = _async(ops.cancel)
     pause = _async(ops.pause)

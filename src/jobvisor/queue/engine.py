@@ -150,6 +150,7 @@ class SqlSet(Protocol):
     SCHEDULE_GET: LiteralString
     SCHEDULE_ENABLED: LiteralString
     SCHEDULE_ADVANCE: LiteralString
+    DB_OLDEST_XMIN: LiteralString
 
 
 _STATUS = {status.value: status for status in JobStatus}
@@ -435,6 +436,14 @@ def wrap_sqlite(exc: sqlite3.Error) -> JobvisorError:
     if text.startswith(("no such table: jobvisor_", "no such column")):
         return SchemaMissing(
             f"the database has no jobvisor schema or an older one; run `jobvisor migrate` "
+            f"({driver_text(exc)})"
+        )
+    if getattr(exc, "sqlite_errorcode", None) == sqlite3.SQLITE_FULL:
+        # Not an outage: the file answers, it cannot grow. A retry passes
+        # once space returns (`faults.classify` says MAY_PASS).
+        return DatabaseError(
+            f"database full: the SQLite file cannot grow (no space left on its file "
+            f"system, or max_page_count reached); the statement was not applied "
             f"({driver_text(exc)})"
         )
     if isinstance(exc, sqlite3.OperationalError):
@@ -846,6 +855,15 @@ def _create_private(path: str) -> None:
         os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
 
 
+def _ended_early() -> DatabaseError:
+    # SQLite rolls a transaction back by itself after some errors (a full
+    # disk, an I/O error): the block must not go on as if it were still open.
+    return DatabaseError(
+        "the transaction was rolled back: SQLite ended it after an earlier error "
+        "(a full disk or an I/O error); nothing done in it was kept"
+    )
+
+
 class SqliteRunner:
     """Runs plans on one `sqlite3` connection in WAL mode, one at a time.
 
@@ -860,6 +878,7 @@ class SqliteRunner:
         self.busy_timeout = busy_timeout
         self._lock = threading.Lock()
         self._conn: sqlite3.Connection | None = None
+        self._in_blocks: set[int] = set()  # ids of the connections `transaction()` lent
 
     def connect(self) -> sqlite3.Connection:
         """A new connection configured as jobvisor needs it (WAL, busy timeout)."""
@@ -884,6 +903,8 @@ class SqliteRunner:
         try:
             if plan.conn is not None:
                 caller: sqlite3.Connection = plan.conn
+                if id(caller) in self._in_blocks and not caller.in_transaction:
+                    raise _ended_early()  # or the statement would commit on its own
                 return drive(plan.steps, lambda s: _sqlite_execute(caller, s, own=False))
             with self._lock:
                 if self._conn is None:
@@ -908,16 +929,20 @@ class SqliteRunner:
         conn = self.connect()
         try:
             conn.execute("BEGIN IMMEDIATE")
+            self._in_blocks.add(id(conn))
             try:
                 yield conn
             except BaseException:
                 if conn.in_transaction:
                     conn.execute("ROLLBACK")
                 raise
+            if not conn.in_transaction:
+                raise _ended_early()
             conn.execute("COMMIT")
         except sqlite3.Error as exc:
             raise wrap_sqlite(exc) from exc
         finally:
+            self._in_blocks.discard(id(conn))
             conn.close()
 
     def close(self) -> None:

@@ -364,6 +364,24 @@ def _age(seconds: float | None) -> str:
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
+class XminHolder:
+    """The server process whose open transaction holds back the oldest xmin of
+    the queue's database: while it stays open, VACUUM can remove no row
+    version that died after it began, so the jobs table and its indexes grow.
+
+    `age` is how long its transaction has been open, in seconds; `state` is
+    `pg_stat_activity.state` (`idle in transaction`, `active`, ...) and
+    `backend_type` says what kind of process it is (`client backend`,
+    `autovacuum worker`, ...)."""
+
+    pid: int
+    application_name: str
+    state: str
+    backend_type: str
+    age: float
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
 class Readiness:
     """What `check()` found: the database answered, and which schema it has.
 

@@ -41,6 +41,7 @@ from .model import (
     Summary,
     SummaryRow,
     TypeRequeue,
+    XminHolder,
 )
 
 DEFAULT_LEASE = validate.DEFAULT_LEASE
@@ -749,6 +750,23 @@ def summary(ctx: Ctx) -> Plan[Summary]:
             oldest_pending_age={r[0]: max(0.0, float(r[1])) for r in ages},
             paused=tuple(r[0] for r in paused),
         )
+
+    return Plan(steps(), write=False, transaction=False)
+
+
+def oldest_xmin(ctx: Ctx) -> Plan[XminHolder | None]:
+    """The server process whose open transaction holds back the oldest xmin
+    of the queue's database (it keeps VACUUM from removing dead job rows), or
+    None when no other process holds one. PostgreSQL only: on SQLite, always
+    None. A role without `pg_read_all_stats` sees only its own sessions."""
+    sql = ctx.dialect.sql
+
+    def steps() -> Steps[XminHolder | None]:
+        row = yield Stmt(sql.DB_OLDEST_XMIN, {}, fetch="one")
+        if row is None:
+            return None
+        pid, application_name, state, backend_type, age = row
+        return XminHolder(int(pid), application_name, state, backend_type, max(0.0, float(age)))
 
     return Plan(steps(), write=False, transaction=False)
 

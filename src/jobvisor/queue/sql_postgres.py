@@ -454,3 +454,14 @@ SCHEDULE_ADVANCE: Final[LiteralString] = (
     " last_run_at = coalesce(%(last_run_at)s::timestamptz, last_run_at)"
     " WHERE name = %(name)s AND next_run_at = %(expected)s AND enabled"
 )
+
+DB_OLDEST_XMIN: Final[LiteralString] = (
+    # The other backend of this database whose snapshot or transaction id is
+    # the oldest (it holds VACUUM's horizon back), with its transaction's age.
+    # Rows of other roles' sessions read NULL without pg_read_all_stats.
+    "SELECT pid, coalesce(application_name, ''), coalesce(state, ''),"
+    " coalesce(backend_type, ''), coalesce(extract(epoch FROM now() - xact_start), 0)"
+    " FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()"
+    " AND (backend_xid IS NOT NULL OR backend_xmin IS NOT NULL)"
+    " ORDER BY greatest(age(backend_xid), age(backend_xmin)) DESC, xact_start LIMIT 1"
+)

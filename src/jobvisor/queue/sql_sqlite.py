@@ -433,3 +433,8 @@ SCHEDULE_ADVANCE: Final[LiteralString] = (
     " last_run_at = coalesce(:last_run_at, last_run_at)"
     " WHERE name = :name AND next_run_at = :expected AND enabled"
 )
+
+DB_OLDEST_XMIN: Final[LiteralString] = (
+    # SQLite keeps no transaction horizon that holds rows back: no row.
+    "SELECT 0, '', '', '', 0.0 WHERE 0"
+)

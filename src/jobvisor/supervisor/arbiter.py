@@ -129,6 +129,7 @@ class Supervisor:
         self.queue: AsyncQueue | None = None
         self.leadership: Leadership | None = None
         self.database: services.DatabaseWatch | None = None
+        self.xmin: services.XminWatch | None = None
         self.http: HttpServer | None = None
         self.last_tick = time.monotonic()
         self.waiting_for_database = False
@@ -171,6 +172,10 @@ class Supervisor:
         self.queue = connect_async(self.config.database_url, pool_size=2)
         self.leadership = Leadership(self.queue, holder=self.id)
         self.database = services.DatabaseWatch(self.queue)
+        if self.queue.engine == "postgres":
+            self.xmin = services.XminWatch(
+                self.queue, self.metrics, warn_after=lambda: self.config.xmin_warn
+            )
         try:
             if await self._start():
                 await self._supervise()
@@ -196,6 +201,8 @@ class Supervisor:
             if self.http is None:
                 return self._fail(ExitCode.FAILED)
         self._background.append(asyncio.create_task(self.database.run()))
+        if self.xmin is not None:
+            self._background.append(asyncio.create_task(self.xmin.run()))
         self.waiting_for_database = True
         reached = await startup.until_stopped(
             self._wakeup,
@@ -600,11 +607,14 @@ class Supervisor:
 
     def readiness(self) -> tuple[bool, str]:
         """Readiness (`decisions.readiness`): the database answers within
-        seconds (`services.DatabaseWatch`) and a worker is ready."""
+        seconds (`services.DatabaseWatch`) and a worker is ready; a
+        transaction holding back the oldest xmin (`services.XminWatch`) is
+        reported, not counted against it."""
         return decisions.readiness(
             running=self.running,
             database_up=self.database is not None and self.database.up,
             ready=sum(1 for s in self.slots if s.worker is not None and s.worker.ready),
+            warning=self.xmin.warning if self.xmin is not None else None,
         )
 
 

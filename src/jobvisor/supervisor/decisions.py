@@ -13,7 +13,7 @@ touched. The arbiter gathers the facts, asks, and carries the answer out;
   stop of some mode does to one worker).
 - When to restart: `restart_delay` (its one impurity: the jitter drawn), `resets_backoff`,
   `CrashBudget`.
-- What the endpoints answer: `health`, `readiness`.
+- What the endpoints answer: `health`, `readiness` (with `xmin_warning`).
 
 The rules they state:
 
@@ -300,10 +300,30 @@ def health(
     return running and alive > 0 and not failing and lag < max_lag, detail
 
 
-def readiness(*, running: bool, database_up: bool, ready: int) -> tuple[bool, str]:
-    """Readiness (`/readyz`): the database answers and a worker is ready."""
+def readiness(
+    *, running: bool, database_up: bool, ready: int, warning: str | None = None
+) -> tuple[bool, str]:
+    """Readiness (`/readyz`): the database answers and a worker is ready. A
+    `warning` (`xmin_warning`) goes into the detail and changes nothing else:
+    the service still works."""
     detail = f"database {'answers' if database_up else 'not answering'}, {ready} workers ready"
+    if warning:
+        detail += f"; warning: {warning}"
     return running and database_up and ready > 0, detail
+
+
+def xmin_warning(
+    *, pid: int, application_name: str, state: str, age: float, warn_after: float
+) -> str | None:
+    """What `/readyz` says of the transaction holding back the database's
+    oldest xmin: None until it has been open `warn_after` seconds."""
+    if age < warn_after:
+        return None
+    app = application_name or "no application name"
+    return (
+        f"oldest xmin held {age:.0f}s (over {warn_after:g}s) by pid {pid} "
+        f"({app}, {state or 'unknown state'}): vacuum cannot clean up behind it"
+    )
 
 
 class CrashBudget:

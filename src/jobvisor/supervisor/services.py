@@ -1,6 +1,7 @@
 """The supervisor's background services: the queue's maintenance (run by the
-elected leader), the database watch behind `/readyz`, and the systemd
-watchdog. Each is a task on the supervisor's loop; none blocks it."""
+elected leader), the database watch behind `/readyz`, the watch on the
+database's oldest xmin, and the systemd watchdog. Each is a task on the
+supervisor's loop; none blocks it."""
 
 from __future__ import annotations
 
@@ -18,7 +19,9 @@ from ..metrics import Metrics
 from ..queue.api import AsyncQueue
 from ..queue.errors import DatabaseRefused, JobNotFound, SchemaMissing
 from ..queue.faults import Fault, classify
-from ..queue.model import JobStatus, Summary
+from ..queue.model import JobStatus, Summary, XminHolder
+from ..queue.redact import redact_text
+from . import decisions
 from .maintenance import (
     Cleaner,
     CleanerConfig,
@@ -35,6 +38,7 @@ PING_INTERVAL: Final = 1.0  # /readyz follows the database within a few seconds
 PING_TIMEOUT: Final = 2.0
 READY_WINDOW: Final = 5.0  # /readyz: the database answered this recently
 NO_JOB: Final = uuid.UUID(int=0)  # a read by primary key that finds nothing
+XMIN_INTERVAL: Final = 5.0  # the oldest-xmin gauge: a cheap read of pg_stat_activity
 REQUEUE_TIMEOUT: Final = 10.0  # one requeue_crashed call
 REQUEUE_PATIENCE: Final = 60.0  # retrying it; then the lease reaper takes over
 
@@ -143,6 +147,77 @@ class DatabaseWatch:
     async def run(self) -> None:
         while True:
             await self.ping()
+            await asyncio.sleep(self.interval)
+
+
+class XminWatch:
+    """Every `XMIN_INTERVAL` seconds, which server process holds back the
+    oldest xmin of the queue's database (`AsyncQueue.oldest_xmin`) and for
+    how long: the gauge `jobvisor_db_oldest_xmin_age_seconds`, and past
+    `warn_after()` seconds a `database.xmin_held` warning naming it (once
+    per holder) and a warning in `/readyz`'s body. A forgotten
+    `idle in transaction` session stops VACUUM on every table, and the jobs
+    table, where every job leaves dead row versions, bloats first.
+
+    A failed read changes nothing: the outage is `DatabaseWatch`'s to report."""
+
+    def __init__(
+        self,
+        queue: AsyncQueue,
+        metrics: Metrics,
+        *,
+        warn_after: Callable[[], float],
+        interval: float = XMIN_INTERVAL,
+    ) -> None:
+        self.queue, self.metrics, self.warn_after, self.interval = (
+            queue,
+            metrics,
+            warn_after,
+            interval,
+        )
+        self.warning: str | None = None  # what /readyz adds to its body
+        self._warned_pid: int | None = None
+
+    async def run_once(self) -> XminHolder | None:
+        holder = await asyncio.wait_for(self.queue.oldest_xmin(), PING_TIMEOUT)
+        self.metrics.record_oldest_xmin(holder.age if holder is not None else 0.0)
+        warn_after = self.warn_after()
+        warning = None
+        if holder is not None:
+            app = redact_text(holder.application_name)
+            warning = decisions.xmin_warning(
+                pid=holder.pid,
+                application_name=app,
+                state=holder.state,
+                age=holder.age,
+                warn_after=warn_after,
+            )
+        if warning is not None and holder is not None and holder.pid != self._warned_pid:
+            log.warning(
+                "database.xmin_held",
+                pid=holder.pid,
+                application_name=redact_text(holder.application_name),
+                state=holder.state,
+                backend_type=holder.backend_type,
+                age=round(holder.age, 1),
+                warn_after=warn_after,
+                note="vacuum cannot remove dead rows while this transaction stays open",
+            )
+            self._warned_pid = holder.pid
+        elif warning is None and self._warned_pid is not None:
+            log.info("database.xmin_released", pid=self._warned_pid)
+            self._warned_pid = None
+        self.warning = warning
+        return holder
+
+    async def run(self) -> None:
+        while True:
+            try:
+                await self.run_once()
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # an outage: DatabaseWatch says so
+                log.debug("database.xmin_unknown", error=error_text(exc))
             await asyncio.sleep(self.interval)
 
 
