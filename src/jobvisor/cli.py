@@ -548,7 +548,7 @@ def cmd_queue_resume(args: argparse.Namespace, config: Config) -> int:
 def cmd_queue_list(args: argparse.Namespace, config: Config) -> int:
     with _queue(config) as q:
         summary = q.summary()
-    names = sorted({r.queue for r in summary.rows} | set(summary.paused))
+    names = summary.queues()
     statuses = list(JobStatus)
     if args.json:
         _print_json(

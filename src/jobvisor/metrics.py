@@ -243,7 +243,7 @@ class Metrics:
                 self.queue_jobs.labels(name, status.value).set(summary.count(status, name))
             self.oldest_pending_age.labels(name).set(summary.oldest_pending_age.get(name, 0.0))
         self.queue_paused.clear()
-        for name in sorted({r.queue for r in summary.rows} | set(summary.paused)):
+        for name in summary.queues():
             self.queue_paused.labels(name).set(1 if name in summary.paused else 0)
 
     def record_restart(self, reason: str) -> None:

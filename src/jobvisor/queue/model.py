@@ -310,6 +310,10 @@ class Summary:
             if (status is None or r.status == status) and (queue is None or r.queue == queue)
         )
 
+    def queues(self) -> list[str]:
+        """Every queue with a job or a pause, by name."""
+        return sorted({r.queue for r in self.rows} | set(self.paused))
+
     def by_status(self) -> dict[JobStatus, int]:
         return {s: self.count(s) for s in JobStatus}
 
