@@ -86,6 +86,9 @@ __all__ = ["STOP_MARGIN", "State", "StopMode", "Supervisor", "main", "reload_wit
 
 TICK: Final = 0.5  # the loop turns at least this often
 FINAL_REQUEUE_WAIT: Final = 15.0  # at exit, for the requeues still in flight
+TASKS_END_WAIT: Final = 5.0  # at exit, for the cancelled service tasks to end
+RESIGN_WAIT: Final = 5.0  # at exit, for giving up leadership
+CLOSE_WAIT: Final = 10.0  # at exit, for the queue's connections to close
 
 log = get_logger("supervisor")
 _error = services.error_text
@@ -261,15 +264,21 @@ class Supervisor:
             self._reload_task.cancel()
         await self._kill_leftovers()
         await services.await_requeues(self._requeues, patience=FINAL_REQUEUE_WAIT)
-        await asyncio.gather(*self._maintenance, *self._background, return_exceptions=True)
+        tasks = [*self._maintenance, *self._background]
+        if tasks:
+            _, stuck = await asyncio.wait(tasks, timeout=TASKS_END_WAIT)
+            if stuck:
+                log.error("supervisor.tasks_stuck", tasks=sorted(t.get_name() for t in stuck))
         if self.leadership is not None:
             with contextlib.suppress(Exception):
-                await asyncio.wait_for(self.leadership.resign(), 5.0)
+                async with asyncio.timeout(RESIGN_WAIT):
+                    await self.leadership.resign()
         if self.http is not None:
             await self.http.close()
         if self.queue is not None:
             with contextlib.suppress(Exception):
-                await asyncio.wait_for(self.queue.close(), 10.0)
+                async with asyncio.timeout(CLOSE_WAIT):
+                    await self.queue.close()
         self.metrics.set_workers(0)
         log.info("supervisor.stopped", supervisor_id=self.id, exit_code=int(self.exit_code))
 

@@ -112,7 +112,11 @@ class DatabaseWatch:
     async def ping(self) -> bool:
         """One ping; True if the database answered."""
         try:
-            await asyncio.wait_for(self.queue.get(NO_JOB), PING_TIMEOUT)
+            # asyncio.timeout, not wait_for: on Python 3.11 wait_for can swallow
+            # the task's cancellation when the call finishes at the same moment,
+            # and this loop would then outlive the supervisor's stop.
+            async with asyncio.timeout(PING_TIMEOUT):
+                await self.queue.get(NO_JOB)
         except JobNotFound:
             pass  # the answer expected: the database is there
         except asyncio.CancelledError:
@@ -169,8 +173,8 @@ async def requeue_jobs(
     attempt = 0
     while True:
         try:
-            release = queue.requeue_crashed(worker_id, error=error, culprit=culprit)
-            count = await asyncio.wait_for(release, REQUEUE_TIMEOUT)
+            async with asyncio.timeout(REQUEUE_TIMEOUT):
+                count = await queue.requeue_crashed(worker_id, error=error, culprit=culprit)
         except Exception as exc:
             attempt += 1
             delay = backoff(attempt, base=0.2, cap=5.0, jitter=0.0)

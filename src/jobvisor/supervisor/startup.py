@@ -68,7 +68,8 @@ async def serve_http(
 
 
 async def _migrated(queue: AsyncQueue) -> bool:
-    applied = await asyncio.wait_for(queue.migrate(), MIGRATE_TIMEOUT)
+    async with asyncio.timeout(MIGRATE_TIMEOUT):
+        applied = await queue.migrate()
     if applied:
         log.info("database.migrated", versions=",".join(map(str, applied)))
     return True
