@@ -42,6 +42,7 @@ UTC = dt.UTC
 MAX_CATCH_UP: Final = 1000  # catch_up="all" enqueues at most this many missed ticks
 MISSED_AFTER: Final = 60.0  # a tick this many seconds late counts as missed (catch_up)
 MAX_EVERY: Final = validate.MAX_DELAY
+COUNT_CAP: Final = 10 * MAX_CATCH_UP  # missed cron ticks are counted up to this many
 
 
 class CatchUp(enum.StrEnum):
@@ -223,32 +224,48 @@ class Due:
 def _ticks_until(
     spec: ScheduleSpec, first: dt.datetime, now: dt.datetime, keep: int
 ) -> list[dt.datetime]:
-    """The last `keep` ticks from `first` to `now`, both included (`every`
-    jumps to them; cron iterates)."""
-    start = first
+    """The last `keep` ticks from `first` to `now`, both included, oldest
+    first: `every` jumps to them, cron walks back from `now` (never through
+    the whole window: a month of a minutely schedule is 43,200 ticks)."""
+    if first > now:
+        return []
     if spec.every is not None:
-        count = math.floor((now - first).total_seconds() / spec.every) + 1
+        count = math.floor(round((now - first).total_seconds() / spec.every, 6)) + 1
         start = first + dt.timedelta(seconds=max(0, count - keep) * spec.every)
-    ticks: list[dt.datetime] = []
-    tick = start
-    while tick <= now:
-        ticks.append(tick)
-        if len(ticks) > keep:
-            del ticks[0]
-        tick = spec.after(tick)
-    return ticks
+        ticks: list[dt.datetime] = []
+        tick = start
+        while tick <= now:
+            ticks.append(tick)
+            tick = spec.after(tick)
+        return ticks[-keep:]
+    assert spec.cron is not None
+    zone = ZoneInfo(spec.timezone)
+    latest_first: list[dt.datetime] = []
+    from_ = (now + dt.timedelta(seconds=1)).replace(microsecond=0).astimezone(zone)
+    for local in CronSim(spec.cron, from_, reverse=True):
+        tick = local.astimezone(UTC)
+        if tick > now:
+            continue
+        if tick < first or len(latest_first) == keep:
+            break
+        latest_first.append(tick)
+    return latest_first[::-1]
 
 
 def count_ticks(spec: ScheduleSpec, first: dt.datetime, now: dt.datetime) -> int:
-    """How many ticks from `first` to `now`, both included."""
+    """How many ticks from `first` to `now`, both included; for cron, at most
+    `COUNT_CAP` (counting walks the window)."""
     if first > now:
         return 0
     if spec.every is not None:
-        return math.floor((now - first).total_seconds() / spec.every) + 1
-    count, tick = 0, first
-    while tick <= now:
+        return math.floor(round((now - first).total_seconds() / spec.every, 6)) + 1
+    assert spec.cron is not None
+    count = 0
+    start = (first - dt.timedelta(seconds=1)).astimezone(ZoneInfo(spec.timezone))
+    for local in CronSim(spec.cron, start):
+        if local.astimezone(UTC) > now or count == COUNT_CAP:
+            break
         count += 1
-        tick = spec.after(tick)
     return count
 
 
@@ -266,10 +283,11 @@ def due_ticks(spec: ScheduleSpec, next_run_at: dt.datetime, now: dt.datetime) ->
     if next_run_at >= on_time_from or spec.catch_up is CatchUp.ALL:
         total = count_ticks(spec, next_run_at, now)
         ticks = _ticks_until(spec, next_run_at, now, MAX_CATCH_UP)
-        return Due(tuple(ticks), following, dropped=total - len(ticks))
+        return Due(tuple(ticks), following, dropped=max(0, total - len(ticks)))
     if spec.catch_up is CatchUp.LATEST:
         total = count_ticks(spec, next_run_at, now)
-        return Due(tuple(_ticks_until(spec, next_run_at, now, 1)), following, dropped=total - 1)
+        latest = _ticks_until(spec, next_run_at, now, 1)
+        return Due(tuple(latest), following, dropped=max(0, total - 1))
     near = _ticks_until(spec, spec.after(on_time_from - dt.timedelta(seconds=1)), now, MAX_CATCH_UP)
     on_time = [tick for tick in near if tick >= on_time_from]
     return Due(

@@ -105,3 +105,30 @@ def test_two_leaders_firing_the_same_tick_enqueue_it_once(url: str) -> None:
     assert run_async(main) == [[0, 1]] * 10
     with jobvisor.connect(url) as q:
         assert q.summary().total == 10
+
+
+def utc(year: int, month: int, day: int, hour: int, minute: int = 0) -> dt.datetime:
+    return dt.datetime(year, month, day, hour, minute, tzinfo=dt.UTC)
+
+
+@pytest.mark.parametrize(
+    ("start", "fires_at", "then"),
+    [
+        # spring forward: 02:30 does not exist on 29 March; it fires at 03:00 CEST
+        (utc(2026, 3, 28, 12), utc(2026, 3, 29, 1, 0), utc(2026, 3, 30, 0, 30)),
+        # fall back: 02:30 exists twice on 25 October; it fires at the first (CEST) only
+        (utc(2026, 10, 24, 12), utc(2026, 10, 25, 0, 30), utc(2026, 10, 26, 1, 30)),
+    ],
+)
+def test_a_daily_0230_in_berlin_fires_once_on_the_transition_day(
+    url: str, start: dt.datetime, fires_at: dt.datetime, then: dt.datetime
+) -> None:
+    spec = ScheduleSpec.build("nightly", cron="30 2 * * *", timezone="Europe/Berlin", job_type="t")
+    decl = [spec.message()]
+    to_fire = (fires_at - start).total_seconds()
+    # the day before, just after the tick, and an hour later (02:30 CET on fall-back day)
+    counts, _ = run_scheduler(url, Clock(start), [(0, decl), (to_fire + 1, decl), (HOUR, decl)])
+    assert counts == [0, 1, 0]
+    with jobvisor.connect(url) as q:
+        (row,) = q.schedules()
+        assert (row.last_run_at, row.next_run_at) == (fires_at, then)

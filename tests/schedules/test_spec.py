@@ -9,6 +9,7 @@ from zoneinfo import ZoneInfo
 import pytest
 
 from jobvisor.schedules import (
+    COUNT_CAP,
     MAX_CATCH_UP,
     MISSED_AFTER,
     InvalidSchedule,
@@ -150,3 +151,13 @@ def test_a_declaration_survives_its_message() -> None:
         "s", cron="0 * * * *", job_type="t", payload={"a": 1}, timezone="Europe/Berlin"
     )
     assert ScheduleSpec.from_message(spec.message()) == spec
+
+
+def test_a_minutely_cron_down_for_a_month_catches_up_its_latest_thousand() -> None:
+    spec = ScheduleSpec.build("s", cron="* * * * *", job_type="t", catch_up="all")
+    due = due_ticks(spec, NOW - dt.timedelta(days=30), NOW)
+    assert due is not None
+    assert len(due.ticks) == MAX_CATCH_UP
+    assert due.ticks[-1] == NOW and due.ticks[0] == NOW - dt.timedelta(minutes=MAX_CATCH_UP - 1)
+    assert due.dropped == COUNT_CAP - MAX_CATCH_UP  # 42,201 in truth: counted up to the cap
+    assert due.next_run_at == NOW + dt.timedelta(minutes=1)

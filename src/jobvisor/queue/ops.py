@@ -1204,7 +1204,8 @@ def schedule_next_ticks(ctx: Ctx) -> Plan[tuple[list[tuple[str, dt.datetime]], d
         ticks = [(row[0], _time_out(row[1])) for row in rows]
         now = _time_out(clock)
         assert now is not None
-        return [(name, tick) for name, tick in ticks if tick is not None], now
+        due = sorted((tick, name) for name, tick in ticks if tick is not None)
+        return [(name, tick) for tick, name in due], now
 
     return Plan(steps(), write=False, transaction=False)
 

@@ -422,9 +422,10 @@ SCHEDULE_GET: Final[LiteralString] = (
 )
 
 SCHEDULE_ENABLED: Final[LiteralString] = (
-    # The enabled schedules' next ticks, soonest first, with the database's time.
+    # The enabled schedules' next ticks, with the database's time. Unsorted,
+    # as on PostgreSQL: the caller sorts.
     "SELECT name, next_run_at, coalesce(:now, (julianday('now') - 2440587.5) * 86400.0)"
-    " FROM jobvisor_schedules WHERE enabled ORDER BY next_run_at, name"
+    " FROM jobvisor_schedules WHERE enabled"
 )
 
 SCHEDULE_ADVANCE: Final[LiteralString] = (

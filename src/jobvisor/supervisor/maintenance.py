@@ -198,8 +198,8 @@ class Scheduler:
         if not self._specs:
             self._wait = SCHEDULER_IDLE
             return 0
+        asked_at = time.monotonic()  # before the read: a lag errs on the long side
         ticks, now = await self.queue.schedule_next_ticks()
-        asked_at = time.monotonic()
         enqueued = 0
         soonest: float | None = None
         for name, next_run_at in ticks:
