@@ -179,7 +179,10 @@ class XminWatch:
         self._warned_pid: int | None = None
 
     async def run_once(self) -> XminHolder | None:
-        holder = await asyncio.wait_for(self.queue.oldest_xmin(), PING_TIMEOUT)
+        # asyncio.timeout, not wait_for: on Python 3.11 wait_for can swallow
+        # the task's cancellation, and this loop would outlive a stop.
+        async with asyncio.timeout(PING_TIMEOUT):
+            holder = await self.queue.oldest_xmin()
         self.metrics.record_oldest_xmin(holder.age if holder is not None else 0.0)
         warn_after = self.warn_after()
         warning = None
