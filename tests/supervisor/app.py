@@ -87,3 +87,21 @@ def leave_orphan(job: JobContext) -> None:
     with open(str(_payload(job)["path"]), "w") as out:
         out.write(str(child.pid))
     os.kill(os.getpid(), signal.SIGKILL)
+
+
+@registry.handler("answer")
+async def answer(job: JobContext) -> Any:
+    """Returns `payload["value"]`: its result."""
+    return _payload(job).get("value")
+
+
+@registry.handler("sync_answer")
+def sync_answer(job: JobContext) -> Any:
+    """`answer` in a thread."""
+    return _payload(job).get("value")
+
+
+@registry.handler("unstorable")
+async def unstorable(job: JobContext) -> Any:
+    """Returns a value that is not JSON: the job fails."""
+    return {"not json": {1, 2}}

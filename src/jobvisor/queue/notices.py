@@ -40,6 +40,7 @@ SQLITE_MAX_POLL: Final = 0.1  # the slowest poll: SQLite stays responsive
 class NoticeKind(enum.StrEnum):
     JOB = "job"  # a job became due on `queue` (None: on some queue)
     MISSED = "missed"  # notices may have been lost: look again
+    DONE = "done"  # job `id` that someone waits for ended (completed or dead)
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

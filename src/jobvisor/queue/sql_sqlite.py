@@ -88,9 +88,13 @@ JOB_CLAIM: Final[LiteralString] = (
 )
 
 JOB_RENEW_MANY: Final[LiteralString] = (
-    # Extend the leases still held by these (id, claim token) pairs; returns the renewed ids.
+    # Extend the leases still held by these (id, claim token) pairs, writing
+    # the progress each reported since (`progress`: JSON text by id, NULL when
+    # none did); returns the renewed ids.
     "UPDATE jobvisor_jobs"
-    " SET lease_expires_at = coalesce(:now, (julianday('now') - 2440587.5) * 86400.0) + :lease"
+    " SET lease_expires_at = coalesce(:now, (julianday('now') - 2440587.5) * 86400.0) + :lease,"
+    " progress = coalesce((SELECT r.value FROM json_each(:progress) AS r"
+    "   WHERE r.key = jobvisor_jobs.id), progress)"
     " FROM (SELECT json_extract(value, '$[0]') AS id, json_extract(value, '$[1]') AS token"
     "   FROM json_each(:pairs)) AS c"
     " WHERE jobvisor_jobs.id = c.id AND jobvisor_jobs.claim_token = c.token"
@@ -99,10 +103,14 @@ JOB_RENEW_MANY: Final[LiteralString] = (
 )
 
 JOB_COMPLETE_MANY: Final[LiteralString] = (
-    # Complete the jobs still held by these (id, claim token) pairs; returns the completed ids.
+    # Complete the jobs still held by these (id, claim token) pairs, each with
+    # its result (`results`: JSON text by id, NULL when none has one); returns
+    # the completed ids.
     "UPDATE jobvisor_jobs SET status = 'completed', claim_token = NULL,"
     " lease_expires_at = NULL,"
-    " finished_at = coalesce(:now, (julianday('now') - 2440587.5) * 86400.0)"
+    " finished_at = coalesce(:now, (julianday('now') - 2440587.5) * 86400.0),"
+    " result = CASE WHEN :results IS NOT NULL THEN"
+    "   (SELECT r.value FROM json_each(:results) AS r WHERE r.key = jobvisor_jobs.id) END"
     " FROM (SELECT json_extract(value, '$[0]') AS id, json_extract(value, '$[1]') AS token"
     "   FROM json_each(:pairs)) AS c"
     " WHERE jobvisor_jobs.id = c.id AND jobvisor_jobs.claim_token = c.token"
@@ -118,7 +126,13 @@ JOB_FAIL: Final[LiteralString] = (
     "   ELSE coalesce(:now, (julianday('now') - 2440587.5) * 86400.0) + :delay END,"
     " finished_at = CASE WHEN attempts >= max_attempts"
     "   THEN coalesce(:now, (julianday('now') - 2440587.5) * 86400.0) END,"
-    " last_error = :error, claim_token = NULL, lease_expires_at = NULL"
+    " last_error = :error, claim_token = NULL, lease_expires_at = NULL,"
+    # The attempt's entry in the error history, the last 20 kept.
+    " errors = json_insert(CASE WHEN json_array_length(coalesce(errors, '[]')) >= 20"
+    "   THEN json_remove(errors, '$[0]') ELSE coalesce(errors, '[]') END, '$[#]',"
+    "   json_object('attempt', attempts,"
+    "   'at', coalesce(:now, (julianday('now') - 2440587.5) * 86400.0),"
+    "   'error', :error, 'worker_id', worker_id))"
     " WHERE id = :id AND claim_token = :token AND status = 'running'"
     " RETURNING status"
 )
@@ -170,6 +184,11 @@ JOB_REAP_EXPIRED: Final[LiteralString] = (
     " finished_at = CASE WHEN attempts >= max_attempts"
     "   THEN coalesce(:now, (julianday('now') - 2440587.5) * 86400.0) END,"
     " last_error = 'lease expired on worker ' || worker_id,"
+    " errors = json_insert(CASE WHEN json_array_length(coalesce(errors, '[]')) >= 20"
+    "   THEN json_remove(errors, '$[0]') ELSE coalesce(errors, '[]') END, '$[#]',"
+    "   json_object('attempt', attempts,"
+    "   'at', coalesce(:now, (julianday('now') - 2440587.5) * 86400.0),"
+    "   'error', 'lease expired on worker ' || worker_id, 'worker_id', worker_id)),"
     " claim_token = NULL, lease_expires_at = NULL"
     " WHERE status = 'running'"
     " AND lease_expires_at < coalesce(:now, (julianday('now') - 2440587.5) * 86400.0)"
@@ -191,6 +210,12 @@ JOB_REQUEUE_CRASHED: Final[LiteralString] = (
     "   THEN coalesce(:now, (julianday('now') - 2440587.5) * 86400.0) END,"
     " last_error = CASE WHEN :culprit IS NOT NULL AND id <> :culprit"
     "   THEN last_error ELSE :error END,"
+    " errors = CASE WHEN :culprit IS NOT NULL AND id <> :culprit THEN errors"
+    "   ELSE json_insert(CASE WHEN json_array_length(coalesce(errors, '[]')) >= 20"
+    "   THEN json_remove(errors, '$[0]') ELSE coalesce(errors, '[]') END, '$[#]',"
+    "   json_object('attempt', attempts,"
+    "   'at', coalesce(:now, (julianday('now') - 2440587.5) * 86400.0),"
+    "   'error', :error, 'worker_id', worker_id)) END,"
     " claim_token = NULL, lease_expires_at = NULL"
     " WHERE status = 'running' AND worker_id = :worker_id"
     " RETURNING id, status"
@@ -220,14 +245,16 @@ JOB_GET: Final[LiteralString] = (
     # One job by id.
     "SELECT id, queue, job_type, payload, priority, run_at, status, attempts, max_attempts,"
     " last_error, correlation_id, dedupe_key, lease_expires_at, claim_token, worker_id,"
-    " created_at, started_at, finished_at, meta FROM jobvisor_jobs WHERE id = :id"
+    " created_at, started_at, finished_at, meta, result, progress, errors"
+    " FROM jobvisor_jobs WHERE id = :id"
 )
 
 JOB_LIST_BY_STATUS: Final[LiteralString] = (
     # Jobs of one status, oldest finished first (then oldest created).
     "SELECT id, queue, job_type, payload, priority, run_at, status, attempts, max_attempts,"
     " last_error, correlation_id, dedupe_key, lease_expires_at, claim_token, worker_id,"
-    " created_at, started_at, finished_at, meta FROM jobvisor_jobs WHERE status = :status"
+    " created_at, started_at, finished_at, meta, result, progress, errors"
+    " FROM jobvisor_jobs WHERE status = :status"
     " AND (:job_type IS NULL OR job_type = :job_type)"
     " ORDER BY finished_at IS NULL, finished_at, id LIMIT :limit"
 )
@@ -282,6 +309,12 @@ JOB_CANCEL: Final[LiteralString] = (
     "UPDATE jobvisor_jobs SET status = 'cancelled',"
     " finished_at = coalesce(:now, (julianday('now') - 2440587.5) * 86400.0)"
     " WHERE id = :id AND status IN ('pending', 'retryable') RETURNING id"
+)
+
+JOB_WAIT_MARK: Final[LiteralString] = (
+    # Someone waits for this job (SQLite sends no notices; `wait` polls).
+    "UPDATE jobvisor_jobs SET wait_notify = 1 WHERE id = :id AND NOT wait_notify"
+    " AND status NOT IN ('completed', 'dead', 'cancelled')"
 )
 
 JOB_STATUS: Final[LiteralString] = (
