@@ -186,7 +186,12 @@ def bare_pg_worker(url: str, batch: int, barrier: Barrier, reports: Any) -> None
                 rows = cur.fetchall()
                 if not rows:
                     break
-                held = {"ids": [r[0] for r in rows], "tokens": [r[13] for r in rows], "now": None}
+                held = {
+                    "ids": [r[0] for r in rows],
+                    "tokens": [r[13] for r in rows],
+                    "results": None,
+                    "now": None,
+                }
                 cur.execute(sql_postgres.JOB_COMPLETE_MANY, held)
                 done += len(cur.fetchall())
             reports.put((started, time.monotonic(), done))
@@ -217,7 +222,7 @@ def bare_sqlite_worker(url: str, batch: int, barrier: Barrier, reports: Any) -> 
                     break
                 pairs = json.dumps([[r[0], r[13]] for r in rows])
                 conn.execute("BEGIN IMMEDIATE")
-                held = {"pairs": pairs, "now": None}
+                held = {"pairs": pairs, "results": None, "now": None}
                 done += len(conn.execute(sql_sqlite.JOB_COMPLETE_MANY, held).fetchall())
                 conn.execute("COMMIT")
             reports.put((started, time.monotonic(), done))

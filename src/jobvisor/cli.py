@@ -122,6 +122,9 @@ def _job_dict(job: Job) -> dict[str, Any]:
         "worker_id": job.worker_id,
         "last_error": job.last_error,
         "payload": job.payload,
+        "result": job.result,
+        "progress": job.progress,
+        "errors": list(job.errors),
     }
 
 
@@ -401,19 +404,47 @@ def cmd_dead_list(args: argparse.Namespace, config: Config) -> int:
 def cmd_dead_show(args: argparse.Namespace, config: Config) -> int:
     with _queue(config) as q:
         job = q.dead.get(args.id)
+    _show_job(job, as_json=args.json)
+    return EXIT_OK
+
+
+def cmd_show(args: argparse.Namespace, config: Config) -> int:
+    with _queue(config) as q:
+        job = q.get(args.id)
+    _show_job(job, as_json=args.json)
+    return EXIT_OK
+
+
+_SHOWN_APART = ("last_error", "payload", "result", "progress", "errors")
+
+
+def _show_job(job: Job, *, as_json: bool) -> None:
+    """One job: its fields, payload, result and progress, the last error and
+    the error of every failed attempt kept, oldest first."""
     data = _job_dict(job)
-    if args.json:
+    if as_json:
         _print_json(data)
-        return EXIT_OK
+        return
     for key, value in data.items():
-        if key in ("last_error", "payload"):
+        if key in _SHOWN_APART:
             continue
         shown = _when(value) if isinstance(value, dt.datetime) else value
         print(f"{key + ':':<16}{'-' if shown is None else shown}")
     print(f"{'payload:':<16}{json.dumps(job.payload, sort_keys=True)}")
+    result = "-" if job.result is None else json.dumps(job.result, sort_keys=True)
+    print(f"{'result:':<16}{result}")
+    if job.progress is None:
+        print(f"{'progress:':<16}-")
+    else:
+        note = job.progress.get("note")
+        print(f"{'progress:':<16}{job.progress['fraction']:.0%}" + (f" {note}" if note else ""))
     print("last_error:")
     print(job.last_error or "-")
-    return EXIT_OK
+    print(f"errors ({len(job.errors)} kept):" if job.errors else "errors: -")
+    for entry in job.errors:
+        print(f"  attempt {entry['attempt']} at {_when(entry['at'])} on {entry['worker_id']}:")
+        for line in str(entry["error"]).splitlines() or [""]:
+            print(f"    {line}")
 
 
 def _bulk(
@@ -794,7 +825,9 @@ def build_parser() -> argparse.ArgumentParser:
     dead_list.add_argument("--type", metavar="TYPE", help="only this job type")
     dead_list.add_argument("--limit", type=int, default=100, metavar="N", help="at most N (100)")
     dead_list.add_argument("--json", action="store_true", help="a JSON array")
-    dead_show = dead_command("show", "one dead job with its payload and last error", cmd_dead_show)
+    dead_show = dead_command(
+        "show", "one dead job with its payload, last error and error history", cmd_dead_show
+    )
     dead_show.add_argument("id", metavar="ID")
     dead_show.add_argument("--json", action="store_true", help="a JSON object")
     for name, func, help in (
@@ -805,6 +838,13 @@ def build_parser() -> argparse.ArgumentParser:
         sub.add_argument("ids", nargs="*", metavar="ID")
         sub.add_argument("--type", metavar="TYPE", help="every dead job of this type")
         sub.add_argument("--yes", "-y", action="store_true", help="do not ask to confirm")
+
+    show = command(
+        "show", "one job: status, result, progress and the error of every attempt", cmd_show
+    )
+    _database_flag(show)
+    show.add_argument("id", metavar="ID")
+    show.add_argument("--json", action="store_true", help="a JSON object")
 
     queue = command("queue", "list queues, pause or resume one", _no_op)
     queue_commands = queue.add_subparsers(

@@ -248,6 +248,12 @@ SETTINGS: tuple[Setting, ...] = (
         _Count(validate.MAX_PAYLOAD_BYTES_LIMIT, low=1024),
         "the largest payload accepted, in bytes of JSON (UTF-8)",
     ),
+    _bounded(
+        "result_max_bytes",
+        str(validate.DEFAULT_MAX_RESULT_BYTES),
+        _Count(validate.MAX_PAYLOAD_BYTES_LIMIT, low=1024),
+        "the largest handler result stored, in bytes of JSON (UTF-8); a larger one fails the job",
+    ),
     Setting(
         "log_format",
         "auto",
@@ -340,6 +346,7 @@ class Config:
     log_level: str
     http_addr: str
     max_payload_bytes: int
+    result_max_bytes: int
     sources: Mapping[str, str] = dataclasses.field(default_factory=dict, compare=False)
 
     @classmethod

@@ -67,8 +67,8 @@ def test_help_on_every_command(path: list[str], tmp_path: Path) -> None:
 def test_every_command_has_help() -> None:
     names = {p[0] for p in command_paths() if p}
     assert names == {
-        "run", "migrate", "enqueue", "status", "dead", "cancel", "cleanup", "config", "version",
-        "queue", "schedules",
+        "run", "migrate", "enqueue", "status", "show", "dead", "cancel", "cleanup", "config",
+        "version", "queue", "schedules",
     }  # fmt: skip
     assert {tuple(p) for p in command_paths() if len(p) == 2} == {
         ("dead", "list"), ("dead", "show"), ("dead", "requeue"), ("dead", "discard"),
@@ -538,3 +538,38 @@ def test_config_shows_sources_and_never_the_password(cli: Cli) -> None:
     assert by_var["JOBVISOR_DATABASE_URL"]["source"] == "flag"
     assert "s3cr3t-pw" not in json.dumps(data)
     assert len(data) == len(jobvisor.config.SETTINGS)
+
+
+def test_show_prints_result_progress_and_every_error(cli: Cli, db: Queue) -> None:
+    jid = db.enqueue("flaky", {"n": 1}, max_attempts=3)
+    for attempt in (1, 2):
+        (job,) = db.claim(f"w{attempt}")
+        db.fail(job, f"ValueError: try {attempt}\n  second line", retry_in=0)
+    (job,) = db.claim("w3")
+    db.renew_many([job], progress={job.id: '{"fraction":0.5,"note":"halfway"}'})
+    db.complete(job, {"rows": 12})
+
+    shown = cli.ok("show", str(jid))
+    assert "completed" in shown
+    assert 'result:         {"rows": 12}' in shown
+    assert "progress:       50% halfway" in shown
+    assert "errors (2 kept):" in shown
+    assert "attempt 1 at " in shown and " on w1:" in shown
+    assert "\n    ValueError: try 2\n      second line\n" in shown  # each line indented
+    data = json.loads(cli.ok("show", str(jid), "--json"))
+    assert data["result"] == {"rows": 12}
+    assert data["progress"] == {"fraction": 0.5, "note": "halfway"}
+    assert [(e["attempt"], e["worker_id"]) for e in data["errors"]] == [(1, "w1"), (2, "w2")]
+    assert data["errors"][0]["error"].startswith("ValueError: try 1")
+
+    missing = cli("show", str(uuid.uuid4()))
+    assert missing.code == 1
+    assert "no job" in missing.err.lower() or "not found" in missing.err.lower()
+    assert cli("show", "not-a-uuid").code == 2
+
+
+def test_dead_show_prints_the_error_history(cli: Cli, db: Queue) -> None:
+    (dead,) = make_dead(db, "broken", 1)
+    shown = cli.ok("dead", "show", str(dead))
+    assert "errors (1 kept):" in shown
+    assert "attempt 1 at " in shown

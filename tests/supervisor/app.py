@@ -102,3 +102,21 @@ def sync_cooperative(job: JobContext) -> None:
 def sync_stubborn(job: JobContext) -> None:
     """Blocking code that never looks at a cancel request."""
     time.sleep(float(_payload(job).get("seconds", 600)))
+
+
+@registry.handler("answer")
+async def answer(job: JobContext) -> Any:
+    """Returns `payload["value"]`: its result."""
+    return _payload(job).get("value")
+
+
+@registry.handler("sync_answer")
+def sync_answer(job: JobContext) -> Any:
+    """`answer` in a thread."""
+    return _payload(job).get("value")
+
+
+@registry.handler("unstorable")
+async def unstorable(job: JobContext) -> Any:
+    """Returns a value that is not JSON: the job fails."""
+    return {"not json": {1, 2}}

@@ -6,9 +6,13 @@ drift apart."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import datetime as dt
 import functools
+import time
 import urllib.parse
+import uuid
 from collections.abc import AsyncGenerator, Awaitable, Callable, Iterable, Mapping
 from typing import Any, Concatenate, ParamSpec, TypeVar
 
@@ -26,7 +30,7 @@ from .engine import (
     check_conninfo,
 )
 from .errors import InvalidArgument
-from .model import DEFAULT_RETRY, RetryPolicy
+from .model import DEFAULT_RETRY, Job, RetryPolicy
 from .notices import Notice
 from .redact import redact_text, redact_url, remember_secrets
 
@@ -62,6 +66,66 @@ def _async(
         return await self._runner.run(op(self._ctx, *args, **kwargs))
 
     return method
+
+
+class _Waiters:
+    """Every `wait` of one `AsyncQueue` shares one listening connection:
+    opened by the first wait, it wakes the waiters of each job whose `done`
+    notice arrives, and every waiter after a `missed` one (notices may have
+    been lost). It closes with the queue. A waiter polls now and then too,
+    so a notice lost, or a listener that failed, costs time, never a result."""
+
+    def __init__(self, listen: Callable[[], AsyncGenerator[Notice, None]]) -> None:
+        self._listen = listen
+        self._waiting: dict[uuid.UUID, set[asyncio.Event]] = {}
+        self._task: asyncio.Task[None] | None = None
+        self._listening: asyncio.Event | None = None
+
+    def watch(self, job_id: uuid.UUID) -> asyncio.Event:
+        """An event set when `job_id` may have ended; `unwatch` it when done."""
+        event = asyncio.Event()
+        self._waiting.setdefault(job_id, set()).add(event)
+        if self._task is None or self._task.done():
+            self._listening = asyncio.Event()
+            self._task = asyncio.create_task(self._run(self._listening))
+        return event
+
+    def unwatch(self, job_id: uuid.UUID, event: asyncio.Event) -> None:
+        events = self._waiting.get(job_id)
+        if events is not None:
+            events.discard(event)
+            if not events:
+                del self._waiting[job_id]
+
+    async def listening(self, seconds: float) -> None:
+        """Wait (at most `seconds`) until notices are heard: one sent after
+        this returns reaches the waiters."""
+        if self._listening is not None and self._task is not None:
+            done = asyncio.ensure_future(self._listening.wait())
+            try:
+                await asyncio.wait(
+                    {done, self._task}, timeout=seconds, return_when=asyncio.FIRST_COMPLETED
+                )
+            finally:
+                done.cancel()
+
+    async def _run(self, listening: asyncio.Event) -> None:
+        async for notice in self._listen():
+            if notice.kind == notices.NoticeKind.MISSED:
+                listening.set()
+                for events in self._waiting.values():
+                    for event in events:
+                        event.set()
+            elif notice.kind == notices.NoticeKind.DONE and notice.id in self._waiting:
+                for event in self._waiting[notice.id]:
+                    event.set()
+
+    async def close(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(BaseException):
+                await self._task
+            self._task = None
 
 
 class DeadJobs(_SyncBound):
@@ -109,6 +173,11 @@ class Queue(_SyncBound):
     def engine(self) -> str:
         return self._ctx.dialect.name
 
+    @property
+    def max_result_bytes(self) -> int:
+        """The largest result, in bytes of JSON, a completion stores."""
+        return self._ctx.max_result_bytes
+
     check = _sync(ops.check)
     migrate = _sync(ops.migrate)
     schema_version = _sync(ops.schema_version)
@@ -146,6 +215,20 @@ class Queue(_SyncBound):
     schedule_next_ticks = _sync(ops.schedule_next_ticks)
     schedule_fire = _sync(ops.schedule_fire)
 
+    def wait(self, job_id: uuid.UUID | str, timeout: float | dt.timedelta | None = None) -> Job:
+        """Block until the job is terminal (completed, dead or cancelled) and
+        return it, as `get` reads it; `TimeoutError` if it is not after
+        `timeout` seconds (None: wait for as long as it takes), `JobNotFound`
+        if there is no such job. It reads the job every few milliseconds at
+        first, backing off to every half second."""
+        waiting = ops.Waiting(job_id, timeout)
+        while True:
+            job = self.get(waiting.job_id)
+            delay = waiting.after(job)
+            if delay is None:
+                return job
+            time.sleep(delay)
+
     def transaction(self) -> contextlib.AbstractContextManager[Any]:
         """A transaction on a connection of the queue's engine, for work that
         must commit together: pass the connection as `conn=` to the operations
@@ -179,10 +262,16 @@ class AsyncQueue(_AsyncBound):
     def __init__(self, runner: AsyncRunner, ctx: ops.Ctx, url: str) -> None:
         self._runner, self._ctx, self.url = runner, ctx, url
         self.dead = AsyncDeadJobs(runner, ctx)
+        self._waiters = _Waiters(self.notifications)
 
     @property
     def engine(self) -> str:
         return self._ctx.dialect.name
+
+    @property
+    def max_result_bytes(self) -> int:
+        """The largest result, in bytes of JSON, a completion stores."""
+        return self._ctx.max_result_bytes
 
     check = _async(ops.check)
     migrate = _async(ops.migrate)
@@ -221,6 +310,42 @@ class AsyncQueue(_AsyncBound):
     schedule_next_ticks = _async(ops.schedule_next_ticks)
     schedule_fire = _async(ops.schedule_fire)
 
+    async def wait(
+        self,
+        job_id: uuid.UUID | str,
+        timeout: float | dt.timedelta | None = None,  # noqa: ASYNC109 (the twin of Queue.wait)
+    ) -> Job:
+        """`Queue.wait` for asyncio code: await the job until it is terminal.
+
+        On PostgreSQL it is woken by the notice the job's completion (or
+        death) sends at its commit, all the waits of this queue sharing one
+        listening connection; it still reads the job once a second, for the
+        ends that send no notice (a reaped lease, a crash, a cancel). On
+        SQLite it polls as `Queue.wait` does."""
+        if not self._ctx.dialect.notifies:
+            waiting = ops.Waiting(job_id, timeout)
+            while True:
+                job = await self.get(waiting.job_id)
+                delay = waiting.after(job)
+                if delay is None:
+                    return job
+                await asyncio.sleep(delay)
+        waiting = ops.Waiting(job_id, timeout, notices=True)
+        wake = self._waiters.watch(waiting.job_id)
+        try:
+            await self._waiters.listening(ops.WAIT_NOTICE_POLL)
+            await self._runner.run(ops.wait_mark(self._ctx, waiting.job_id))
+            while True:
+                wake.clear()
+                job = await self.get(waiting.job_id)
+                delay = waiting.after(job)
+                if delay is None:
+                    return job
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(wake.wait(), delay)
+        finally:
+            self._waiters.unwatch(waiting.job_id, wake)
+
     def transaction(self) -> contextlib.AbstractAsyncContextManager[Any]:
         """`Queue.transaction` for asyncio code: `async with queue.transaction() as conn`."""
         return self._runner.transaction()
@@ -244,6 +369,7 @@ class AsyncQueue(_AsyncBound):
         return notices.poll_sqlite(self._runner.target, names)
 
     async def close(self) -> None:
+        await self._waiters.close()
         await self._runner.close()
 
     async def __aenter__(self) -> AsyncQueue:
@@ -291,6 +417,7 @@ def _ctx(
     pool_size: int,
     busy_timeout: float,
     max_payload_bytes: int | None,
+    max_result_bytes: int | None,
 ) -> ops.Ctx:
     validate.count("pool_size", pool_size, high=validate.MAX_POOL_SIZE)
     validate.seconds("busy_timeout", busy_timeout, high=validate.MAX_BUSY_TIMEOUT)
@@ -302,6 +429,7 @@ def _ctx(
         default_retry=default_retry,
         lease=validate.seconds("lease", lease, positive=True, high=validate.MAX_LEASE),
         max_payload_bytes=validate.max_payload_bytes(max_payload_bytes),
+        max_result_bytes=validate.max_result_bytes(max_result_bytes),
     )
 
 
@@ -316,6 +444,7 @@ def connect(
     lease: float = ops.DEFAULT_LEASE,
     busy_timeout: float = 10.0,
     max_payload_bytes: int | None = None,
+    max_result_bytes: int | None = None,
     synchronous_commit: bool = True,
 ) -> Queue:
     """Open a queue on `postgresql://…` or `sqlite:///path.db`.
@@ -323,8 +452,9 @@ def connect(
     `clock` replaces the database clock (tests move time with it); `retry` maps
     job types to their backoff; `lease` is the default claim lease in seconds.
     `max_payload_bytes` caps a payload's JSON (default: `JOBVISOR_MAX_PAYLOAD_BYTES`,
-    else 1 MiB). A value out of its bounds (see `jobvisor.queue.validate`)
-    raises `InvalidArgument`.
+    else 1 MiB), `max_result_bytes` a stored result's (default:
+    `JOBVISOR_RESULT_MAX_BYTES`, else 1 MiB). A value out of its bounds (see
+    `jobvisor.queue.validate`) raises `InvalidArgument`.
     `synchronous_commit=False` (PostgreSQL; the worker's own queue) lets this
     queue's commits return before their WAL flush: a server crash may then
     forget its last few hundred milliseconds of claims and completions, which
@@ -344,6 +474,7 @@ def connect(
         pool_size=pool_size,
         busy_timeout=busy_timeout,
         max_payload_bytes=max_payload_bytes,
+        max_result_bytes=max_result_bytes,
     )
     runner: SyncRunner
     if engine == "postgres":
@@ -366,6 +497,7 @@ def connect_async(
     lease: float = ops.DEFAULT_LEASE,
     busy_timeout: float = 10.0,
     max_payload_bytes: int | None = None,
+    max_result_bytes: int | None = None,
     synchronous_commit: bool = True,
 ) -> AsyncQueue:
     """`connect` for asyncio code; see `connect` for the options."""
@@ -380,6 +512,7 @@ def connect_async(
         pool_size=pool_size,
         busy_timeout=busy_timeout,
         max_payload_bytes=max_payload_bytes,
+        max_result_bytes=max_result_bytes,
     )
     runner: AsyncRunner
     if engine == "postgres":

@@ -23,7 +23,15 @@ import sqlite3
 import threading
 import time
 import uuid
-from collections.abc import AsyncIterator, Callable, Generator, Iterable, Iterator, Sequence
+from collections.abc import (
+    AsyncIterator,
+    Callable,
+    Generator,
+    Iterable,
+    Iterator,
+    Mapping,
+    Sequence,
+)
 from typing import Any, Final, Generic, Literal, LiteralString, Protocol, TypeAlias, TypeVar
 
 import psycopg
@@ -142,6 +150,7 @@ class SqlSet(Protocol):
     QUEUE_PAUSE: LiteralString
     QUEUE_RESUME: LiteralString
     QUEUE_PAUSED_LIST: LiteralString
+    JOB_WAIT_MARK: LiteralString
     LEADER_ATTEMPT_ELECT: LiteralString
     LEADER_RESIGN: LiteralString
     SCHEDULE_UPSERT: LiteralString
@@ -176,6 +185,11 @@ class Dialect(Protocol):
         ...
 
     def token(self, job: Job) -> Any: ...
+
+    def results(self, jobs: Sequence[Job], results: Mapping[uuid.UUID, str] | None) -> Any:
+        """These jobs' entries of a JSON-text-by-id map, as a batch statement
+        takes them (a completion's results, a renewal's progress)."""
+        ...
 
     def policies(self, rows: Sequence[tuple[str | None, float, float, float]]) -> dict[str, Any]:
         """(job_type or None for the default, base, cap, jitter) rows for the reaper."""
@@ -218,6 +232,9 @@ class PostgresDialect:
 
     def token(self, job: Job) -> Any:
         return job.claim_token
+
+    def results(self, jobs: Sequence[Job], results: Mapping[uuid.UUID, str] | None) -> Any:
+        return [results.get(j.id) for j in jobs] if results else None
 
     def policies(self, rows: Sequence[tuple[str | None, float, float, float]]) -> dict[str, Any]:
         return {
@@ -263,7 +280,28 @@ class PostgresDialect:
             row[16],
             row[17],
             row[18],
+            *(_left_behind(row, _from_iso) if len(row) > _CLAIM_COLUMNS else ()),
         )
+
+
+# A claim reads the first 19 columns; `get` and the dead-job reads add what a
+# job left behind: result, progress and errors.
+_CLAIM_COLUMNS: Final = 19
+
+
+def _from_iso(value: str) -> dt.datetime:
+    return dt.datetime.fromisoformat(value)
+
+
+def _left_behind(row: Sequence[Any], at: Callable[[Any], dt.datetime]) -> tuple[Any, ...]:
+    """(result, progress, errors) from the last three columns, decoded; `at`
+    turns an error entry's time into a datetime."""
+    errors = row[21] or ()
+    return (
+        row[19],
+        row[20],
+        tuple({**entry, "at": at(entry["at"])} for entry in errors),
+    )
 
 
 def _copy_row(job: NewJob, job_id: Any, run_at: Any, now: Any) -> tuple[Any, ...]:
@@ -315,6 +353,11 @@ class SqliteDialect:
     def token(self, job: Job) -> Any:
         return job.claim_token.hex if job.claim_token else None
 
+    def results(self, jobs: Sequence[Job], results: Mapping[uuid.UUID, str] | None) -> Any:
+        if not results:
+            return None
+        return json.dumps({str(j.id): results[j.id] for j in jobs if j.id in results})
+
     def policies(self, rows: Sequence[tuple[str | None, float, float, float]]) -> dict[str, Any]:
         return {"policies": json.dumps([list(r) for r in rows])}
 
@@ -351,7 +394,20 @@ class SqliteDialect:
             _from_epoch(row[16]),
             _from_epoch(row[17]),
             json.loads(row[18]) if row[18] is not None else None,
+            *(
+                _left_behind([*row[:19], *(_json(v) for v in row[19:])], _from_epoch_at)
+                if len(row) > _CLAIM_COLUMNS
+                else ()
+            ),
         )
+
+
+def _json(value: str | None) -> Any:
+    return None if value is None else json.loads(value)
+
+
+def _from_epoch_at(value: float) -> dt.datetime:
+    return dt.datetime.fromtimestamp(value, UTC)
 
 
 POSTGRES: Dialect = PostgresDialect()

@@ -23,6 +23,7 @@ from .errors import InvalidArgument
 UTC = dt.UTC
 DEFAULT_QUEUE = "default"
 DEFAULT_MAX_ATTEMPTS = 20
+MAX_ERRORS = 20  # entries kept in a job's error history (the statements say 20 too)
 
 
 class JobStatus(enum.StrEnum):
@@ -45,7 +46,15 @@ TERMINAL = frozenset({JobStatus.COMPLETED, JobStatus.DEAD, JobStatus.CANCELLED})
 class Job:
     """A job as read from the database. `claim_token` is set while it runs.
     `meta` is jobvisor's own data about the job, apart from the payload: the
-    enqueuer's trace context under "trace" (see `jobvisor.tracing`), or None."""
+    enqueuer's trace context under "trace" (see `jobvisor.tracing`), or None.
+
+    `get` and the dead-job reads also carry what the job left behind (a claim
+    does not read them): `result`, its handler's return value (None when it
+    returned None, or has not completed); `progress`, the last one its handler
+    reported (`{"fraction": 0.0..1.0, "note": str | None}`) or None; and
+    `errors`, one entry per failed attempt, oldest first, the last
+    `MAX_ERRORS` kept: `{"attempt": int, "at": datetime, "error": str,
+    "worker_id": str}`."""
 
     id: uuid.UUID
     queue: str
@@ -66,6 +75,9 @@ class Job:
     started_at: dt.datetime | None
     finished_at: dt.datetime | None
     meta: dict[str, Any] | None = None
+    result: Any = None
+    progress: dict[str, Any] | None = None
+    errors: tuple[dict[str, Any], ...] = ()
 
     @property
     def attempts_left(self) -> int:
@@ -231,6 +243,31 @@ def payload_json(payload: Any) -> str:
             "(PostgreSQL cannot store \\u0000)"
         )
     return text
+
+
+MAX_PROGRESS_NOTE = 200  # characters of a progress note
+
+
+def progress_json(fraction: float, note: str | None = None) -> str:
+    """A handler's progress as the JSON text `renew_many` writes:
+    `{"fraction": 0.0..1.0, "note": str | None}`. `InvalidArgument` naming
+    the bad value otherwise (a note is at most `MAX_PROGRESS_NOTE` characters)."""
+    if (
+        isinstance(fraction, bool)
+        or not isinstance(fraction, int | float)
+        or not 0.0 <= fraction <= 1.0
+    ):
+        raise InvalidArgument(f"fraction={validate.short(fraction)}: expected a number 0.0..1.0")
+    if note is not None and not (isinstance(note, str) and len(note) <= MAX_PROGRESS_NOTE):
+        raise InvalidArgument(
+            f"note={validate.short(note)}: expected text of at most {MAX_PROGRESS_NOTE} characters"
+        )
+    try:
+        return payload_json({"fraction": float(fraction), "note": note})
+    except InvalidArgument:
+        raise InvalidArgument(
+            f"note={validate.short(note)}: expected text without NUL that encodes as UTF-8"
+        ) from None
 
 
 # A \u0000 escape in JSON text: one preceded by an even number of backslashes.

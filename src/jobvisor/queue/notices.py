@@ -41,6 +41,7 @@ class NoticeKind(enum.StrEnum):
     JOB = "job"  # a job became due on `queue` (None: on some queue)
     MISSED = "missed"  # notices may have been lost: look again
     CANCEL = "cancel"  # job `id`, running on `queue`, was asked to stop
+    DONE = "done"  # job `id` that someone waits for ended (completed or dead)
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

@@ -15,12 +15,14 @@ import getpass
 import json
 import os
 import socket
+import time
 import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from importlib import resources
 from typing import Any, LiteralString
 
 from .. import tracing
+from ..backoff import backoff
 from . import validate
 from .correlation import current_correlation_id, new_correlation_id
 from .engine import COMMIT, Dialect, Plan, Script, Steps, Stmt
@@ -42,6 +44,7 @@ from .model import (
     SummaryRow,
     TypeRequeue,
     XminHolder,
+    payload_json,
 )
 
 DEFAULT_LEASE = validate.DEFAULT_LEASE
@@ -67,6 +70,7 @@ class Ctx:
     default_retry: RetryPolicy = DEFAULT_RETRY
     lease: float = DEFAULT_LEASE
     max_payload_bytes: int = validate.DEFAULT_MAX_PAYLOAD_BYTES
+    max_result_bytes: int = validate.DEFAULT_MAX_RESULT_BYTES
 
     def now(self) -> Any:
         """The injected clock's time in the engine's form, or None for the database's."""
@@ -423,11 +427,16 @@ def _lease(ctx: Ctx, lease: float | dt.timedelta | None) -> float:
 
 
 def _held_many(
-    ctx: Ctx, sql: LiteralString, jobs: Sequence[Job], extra: dict[str, Any]
+    ctx: Ctx,
+    sql: LiteralString,
+    jobs: Sequence[Job],
+    extra: dict[str, Any],
+    per_batch: Callable[[list[Job]], dict[str, Any]] | None = None,
 ) -> Plan[list[Job]]:
     """Run a statement guarded by (id, claim token) over many jobs; returns the
-    jobs whose lease was lost (nothing changed for those)."""
-    plan = _held_rows(ctx, sql, jobs, extra)
+    jobs whose lease was lost (nothing changed for those). `per_batch` adds
+    the parameters that follow the jobs of one statement (their results)."""
+    plan = _held_rows(ctx, sql, jobs, extra, per_batch)
 
     def steps() -> Steps[list[Job]]:
         lost, _ = yield from plan.steps
@@ -437,7 +446,11 @@ def _held_many(
 
 
 def _held_rows(
-    ctx: Ctx, sql: LiteralString, jobs: Sequence[Job], extra: dict[str, Any]
+    ctx: Ctx,
+    sql: LiteralString,
+    jobs: Sequence[Job],
+    extra: dict[str, Any],
+    per_batch: Callable[[list[Job]], dict[str, Any]] | None = None,
 ) -> Plan[tuple[list[Job], list[Any]]]:
     """`_held_many`, also returning the rows the statement returned."""
     _held("jobs", jobs)
@@ -460,7 +473,10 @@ def _held_rows(
         returned: list[Any] = []
         for batch in batches:
             held = [jobs[i] for i in batch]
-            rows = yield Stmt(sql, {**d.held(held), "now": now, **extra}, fetch="all")
+            params = {**d.held(held), "now": now, **extra}
+            if per_batch is not None:
+                params.update(per_batch(held))
+            rows = yield Stmt(sql, params, fetch="all")
             returned.extend(rows)
             if len(rows) == len(batch):
                 continue  # the ids in a batch are unique, so every claim was held
@@ -483,23 +499,35 @@ def _raise_lost(plan: Plan[list[Job]]) -> Plan[None]:
 
 
 def renew_many(
-    ctx: Ctx, jobs: Sequence[Job], *, lease: float | dt.timedelta | None = None
+    ctx: Ctx,
+    jobs: Sequence[Job],
+    *,
+    lease: float | dt.timedelta | None = None,
+    progress: Mapping[uuid.UUID, str] | None = None,
 ) -> Plan[list[Job]]:
-    """Extend the lease of every job still held, in one statement; returns the
-    jobs whose lease was lost (their handlers should stop)."""
+    """Extend the lease of every job still held, in one statement, writing
+    the progress its handler reported: `progress` maps a job id to its latest
+    as JSON text (see `model.progress_json`); a job without an entry keeps its own.
+    Returns the jobs whose lease was lost (their handlers should stop)."""
     seconds = _lease(ctx, lease)
-    return _held_many(ctx, ctx.dialect.sql.JOB_RENEW_MANY, jobs, {"lease": seconds})
+    per_batch = _progress_params(ctx, progress)
+    return _held_many(ctx, ctx.dialect.sql.JOB_RENEW_MANY, jobs, {"lease": seconds}, per_batch)
 
 
 def renew_held(
-    ctx: Ctx, jobs: Sequence[Job], *, lease: float | dt.timedelta | None = None
+    ctx: Ctx,
+    jobs: Sequence[Job],
+    *,
+    lease: float | dt.timedelta | None = None,
+    progress: Mapping[uuid.UUID, str] | None = None,
 ) -> Plan[Renewal]:
     """`renew_many`, also saying which of the jobs still held were asked to
     stop by `cancel` (a worker's fallback when it missed the notice, and its
     only way to hear it on SQLite). Same single statement."""
     seconds = _lease(ctx, lease)
-    plan = _held_rows(ctx, ctx.dialect.sql.JOB_RENEW_MANY, jobs, {"lease": seconds})
+    per_batch = _progress_params(ctx, progress)
     d = ctx.dialect
+    plan = _held_rows(ctx, d.sql.JOB_RENEW_MANY, jobs, {"lease": seconds}, per_batch)
 
     def steps() -> Steps[Renewal]:
         lost, rows = yield from plan.steps
@@ -509,20 +537,72 @@ def renew_held(
     return Plan(steps(), transaction=False)
 
 
+def _progress_params(
+    ctx: Ctx, progress: Mapping[uuid.UUID, str] | None
+) -> Callable[[list[Job]], dict[str, Any]]:
+    """The renewal's `progress` parameter for each batch of jobs, checked."""
+    if progress:
+        for key, text in progress.items():
+            if not isinstance(text, str):
+                raise InvalidArgument(f"progress[{key!s}]={text!r}: expected JSON text")
+    d = ctx.dialect
+
+    def per_batch(held: list[Job]) -> dict[str, Any]:
+        return {"progress": d.results(held, progress)}
+
+    return per_batch
+
+
 def renew(ctx: Ctx, job: Job, *, lease: float | dt.timedelta | None = None) -> Plan[None]:
     """Extend one job's lease; `LeaseLost` if the claim is no longer held."""
     return _raise_lost(renew_many(ctx, [job], lease=lease))
 
 
-def complete_many(ctx: Ctx, jobs: Sequence[Job]) -> Plan[list[Job]]:
-    """Mark every still-held job completed, in one statement; returns the jobs
-    whose lease was lost (their results are dropped, nothing changes)."""
-    return _held_many(ctx, ctx.dialect.sql.JOB_COMPLETE_MANY, jobs, {})
+def complete_many(
+    ctx: Ctx, jobs: Sequence[Job], *, results: Mapping[uuid.UUID, str] | None = None
+) -> Plan[list[Job]]:
+    """Mark every still-held job completed, in one statement, storing each
+    one's result: `results` maps a job id to its result as JSON text (see
+    `result_json`); a job without an entry stores none. Returns the jobs whose
+    lease was lost (their results are dropped, nothing changes)."""
+    d = ctx.dialect
+    if results:
+        for key, text in results.items():
+            if not isinstance(text, str):
+                raise InvalidArgument(f"results[{key!s}]={text!r}: expected JSON text")
+
+    def per_batch(held: list[Job]) -> dict[str, Any]:
+        return {"results": d.results(held, results)}
+
+    return _held_many(ctx, d.sql.JOB_COMPLETE_MANY, jobs, {}, per_batch)
 
 
-def complete(ctx: Ctx, job: Job) -> Plan[None]:
-    """Mark one held job completed; `LeaseLost` if the claim is no longer held."""
-    return _raise_lost(complete_many(ctx, [job]))
+def complete(ctx: Ctx, job: Job, result: Any = None) -> Plan[None]:
+    """Mark one held job completed, storing `result` (JSON-serialisable, at
+    most the queue's `max_result_bytes`; None stores nothing); `LeaseLost` if
+    the claim is no longer held."""
+    text = result_json(result, ctx.max_result_bytes)
+    return _raise_lost(complete_many(ctx, [job], results=None if text is None else {job.id: text}))
+
+
+def result_json(value: Any, max_bytes: int = validate.DEFAULT_MAX_RESULT_BYTES) -> str | None:
+    """A handler's return value as compact JSON text to store, or None for
+    None. `InvalidArgument` when it is not JSON-serialisable (or holds what
+    PostgreSQL cannot store, as a payload must not) or its JSON is longer
+    than `max_bytes` (UTF-8)."""
+    if value is None:
+        return None
+    try:
+        text = payload_json(value)
+    except InvalidArgument as exc:
+        raise InvalidArgument(str(exc).replace("payload=", "result=", 1)) from None
+    size = len(text.encode("utf-8"))
+    if size > max_bytes:
+        raise InvalidArgument(
+            f"result={validate.short(value)}: expected JSON of at most {max_bytes} bytes, "
+            f"got {size} (raise {validate.MAX_RESULT_BYTES_ENV} to allow more)"
+        )
+    return text
 
 
 def release_many(ctx: Ctx, jobs: Sequence[Job]) -> Plan[list[Job]]:
@@ -769,6 +849,69 @@ def oldest_xmin(ctx: Ctx) -> Plan[XminHolder | None]:
         return XminHolder(int(pid), application_name, state, backend_type, max(0.0, float(age)))
 
     return Plan(steps(), write=False, transaction=False)
+
+
+# How often `wait` looks at the job: soon after it starts, then backing off.
+# Woken by notices (PostgreSQL), it looks once a second all the same: a job
+# that ends otherwise (a reaped lease, a crash, a cancel) sends none.
+WAIT_POLL_BASE = 0.005
+WAIT_POLL_CAP = 0.5
+WAIT_NOTICE_POLL = 1.0
+
+
+class Waiting:
+    """The clock of one `wait(job_id, timeout)`: the queue's `wait` reads the
+    job, and `after(job)` says what next: None when it is terminal (return
+    it), else how long to sleep before reading it again; `TimeoutError` when
+    `timeout` seconds have passed (None: no limit)."""
+
+    def __init__(
+        self,
+        job_id: uuid.UUID | str,
+        timeout: float | dt.timedelta | None,
+        *,
+        notices: bool = False,
+    ) -> None:
+        self.job_id = _job_id(job_id)
+        self.notices = notices
+        self.timeout = (
+            None
+            if timeout is None
+            else validate.seconds("timeout", timeout, high=validate.MAX_DELAY)
+        )
+        self._deadline = None if self.timeout is None else time.monotonic() + self.timeout
+        self._polls = 0
+
+    def after(self, job: Job) -> float | None:
+        if job.status in TERMINAL:
+            return None
+        self._polls += 1
+        delay = (
+            WAIT_NOTICE_POLL
+            if self.notices
+            else backoff(self._polls, base=WAIT_POLL_BASE, cap=WAIT_POLL_CAP, jitter=0.2)
+        )
+        if self._deadline is None:
+            return delay
+        remaining = self._deadline - time.monotonic()
+        if remaining <= 0:
+            raise TimeoutError(
+                f"job {self.job_id} is still {job.status.value} after {self.timeout:g}s"
+            )
+        return min(delay, remaining)
+
+
+def wait_mark(ctx: Ctx, job_id: uuid.UUID | str) -> Plan[None]:
+    """Say that someone waits for a job: when it completes or dies, the
+    statement that ends it sends a `done` notice (PostgreSQL). Nothing for a
+    job that has ended already, or does not exist."""
+    jid = _job_id(job_id)
+    d = ctx.dialect
+
+    def steps() -> Steps[None]:
+        yield Stmt(d.sql.JOB_WAIT_MARK, {"id": d.id(jid)})
+
+    return Plan(steps(), transaction=False)
 
 
 def get(ctx: Ctx, job_id: uuid.UUID | str) -> Plan[Job]:

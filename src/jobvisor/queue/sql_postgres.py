@@ -106,25 +106,33 @@ JOB_CLAIM: Final[LiteralString] = (
 )
 
 JOB_RENEW_MANY: Final[LiteralString] = (
-    # Extend the leases still held by these (id, claim token) pairs; returns the
-    # renewed ids, each with whether its cancel was requested.
+    # Extend the leases still held by these (id, claim token) pairs, writing
+    # the progress each reported since (`progress` NULL: none did); returns
+    # the renewed ids, each with whether its cancel was requested.
     "UPDATE jobvisor_jobs AS j"
     " SET lease_expires_at = coalesce(%(now)s::timestamptz, now())"
-    "   + %(lease)s::float8 * interval '1 second'"
-    " FROM unnest(%(ids)s::uuid[], %(tokens)s::uuid[]) AS c(id, token)"
+    "   + %(lease)s::float8 * interval '1 second',"
+    " progress = coalesce(c.progress, j.progress)"
+    " FROM unnest(%(ids)s::uuid[], %(tokens)s::uuid[], %(progress)s::jsonb[])"
+    "   AS c(id, token, progress)"
     " WHERE j.id = c.id AND j.claim_token = c.token AND j.status = 'running'"
     " RETURNING j.id, j.cancel_requested_at IS NOT NULL"
 )
 
 JOB_COMPLETE_MANY: Final[LiteralString] = (
-    # Complete the jobs still held by these (id, claim token) pairs (cancelled
-    # instead when a cancel was requested first); returns their ids.
+    # Complete the jobs still held by these (id, claim token) pairs, each with
+    # its result (`results` NULL: none has one), cancelled instead when a
+    # cancel was requested first; returns their ids.
     "UPDATE jobvisor_jobs AS j SET status = CASE WHEN j.cancel_requested_at IS NULL"
     "   THEN 'completed' ELSE 'cancelled' END, claim_token = NULL,"
-    " lease_expires_at = NULL, finished_at = coalesce(%(now)s::timestamptz, now())"
-    " FROM unnest(%(ids)s::uuid[], %(tokens)s::uuid[]) AS c(id, token)"
+    " lease_expires_at = NULL, finished_at = coalesce(%(now)s::timestamptz, now()),"
+    " result = c.result"
+    " FROM unnest(%(ids)s::uuid[], %(tokens)s::uuid[], %(results)s::jsonb[])"
+    "   AS c(id, token, result)"
     " WHERE j.id = c.id AND j.claim_token = c.token AND j.status = 'running'"
-    " RETURNING j.id"
+    # A job someone waits for sends its notice (at commit); the others none.
+    " RETURNING j.id, CASE WHEN j.wait_notify THEN pg_notify('" + NOTIFY_CHANNEL + "',"
+    "   json_build_object('kind', 'done', 'queue', j.queue, 'id', j.id)::text) END"
 )
 
 JOB_FAIL: Final[LiteralString] = (
@@ -138,9 +146,16 @@ JOB_FAIL: Final[LiteralString] = (
     " finished_at = CASE WHEN attempts >= max_attempts OR cancel_requested_at IS NOT NULL"
     "   THEN coalesce(%(now)s::timestamptz, now()) END,"
     " last_error = CASE WHEN cancel_requested_at IS NULL THEN %(error)s ELSE last_error END,"
-    " claim_token = NULL, lease_expires_at = NULL"
+    " claim_token = NULL, lease_expires_at = NULL,"
+    # The attempt's entry in the error history, the last 20 kept.
+    " errors = CASE WHEN jsonb_array_length(coalesce(errors, '[]')) >= 20 THEN errors - 0"
+    "   ELSE coalesce(errors, '[]') END || jsonb_build_array(jsonb_build_object("
+    "   'attempt', attempts, 'at', coalesce(%(now)s::timestamptz, now()),"
+    "   'error', %(error)s::text, 'worker_id', worker_id))"
     " WHERE id = %(id)s AND claim_token = %(token)s AND status = 'running'"
-    " RETURNING status"
+    " RETURNING status, CASE WHEN wait_notify AND status = 'dead' THEN pg_notify('"
+    + NOTIFY_CHANNEL
+    + "', json_build_object('kind', 'done', 'queue', queue, 'id', id)::text) END"
 )
 
 JOB_SNOOZE: Final[LiteralString] = (
@@ -201,6 +216,10 @@ JOB_REAP_EXPIRED: Final[LiteralString] = (
     "   THEN coalesce(%(now)s::timestamptz, now()) END,"
     " last_error = CASE WHEN cancel_requested_at IS NULL"
     "   THEN 'lease expired on worker ' || worker_id ELSE last_error END,"
+    " errors = CASE WHEN jsonb_array_length(coalesce(errors, '[]')) >= 20 THEN errors - 0"
+    "   ELSE coalesce(errors, '[]') END || jsonb_build_array(jsonb_build_object("
+    "   'attempt', attempts, 'at', coalesce(%(now)s::timestamptz, now()),"
+    "   'error', 'lease expired on worker ' || worker_id, 'worker_id', worker_id)),"
     " claim_token = NULL, lease_expires_at = NULL"
     " WHERE status = 'running' AND lease_expires_at < coalesce(%(now)s::timestamptz, now())"
     " RETURNING id, status, queue, job_type"
@@ -225,6 +244,12 @@ JOB_REQUEUE_CRASHED: Final[LiteralString] = (
     "   THEN coalesce(%(now)s::timestamptz, now()) END,"
     " last_error = CASE WHEN cancel_requested_at IS NOT NULL OR (%(culprit)s::uuid IS NOT NULL"
     "   AND id <> %(culprit)s::uuid) THEN last_error ELSE %(error)s END,"
+    " errors = CASE WHEN %(culprit)s::uuid IS NOT NULL AND id <> %(culprit)s::uuid"
+    "   THEN errors WHEN jsonb_array_length(coalesce(errors, '[]')) >= 20 THEN errors - 0"
+    "   ELSE coalesce(errors, '[]') END || CASE WHEN %(culprit)s::uuid IS NOT NULL"
+    "   AND id <> %(culprit)s::uuid THEN '[]' ELSE jsonb_build_array(jsonb_build_object("
+    "   'attempt', attempts, 'at', coalesce(%(now)s::timestamptz, now()),"
+    "   'error', %(error)s::text, 'worker_id', worker_id)) END,"
     " claim_token = NULL, lease_expires_at = NULL"
     " WHERE status = 'running' AND worker_id = %(worker_id)s"
     " RETURNING id, status"
@@ -255,14 +280,16 @@ JOB_GET: Final[LiteralString] = (
     # One job by id.
     "SELECT id, queue, job_type, payload, priority, run_at, status, attempts, max_attempts,"
     " last_error, correlation_id, dedupe_key, lease_expires_at, claim_token, worker_id,"
-    " created_at, started_at, finished_at, meta FROM jobvisor_jobs WHERE id = %(id)s"
+    " created_at, started_at, finished_at, meta, result, progress, errors"
+    " FROM jobvisor_jobs WHERE id = %(id)s"
 )
 
 JOB_LIST_BY_STATUS: Final[LiteralString] = (
     # Jobs of one status, oldest finished first (then oldest created).
     "SELECT id, queue, job_type, payload, priority, run_at, status, attempts, max_attempts,"
     " last_error, correlation_id, dedupe_key, lease_expires_at, claim_token, worker_id,"
-    " created_at, started_at, finished_at, meta FROM jobvisor_jobs WHERE status = %(status)s"
+    " created_at, started_at, finished_at, meta, result, progress, errors"
+    " FROM jobvisor_jobs WHERE status = %(status)s"
     " AND (%(job_type)s::text IS NULL OR job_type = %(job_type)s::text)"
     " ORDER BY finished_at NULLS LAST, id LIMIT %(limit)s"
 )
@@ -346,6 +373,12 @@ JOB_CANCEL_MANY: Final[LiteralString] = (
     " FROM picked WHERE j.id = picked.id"
     " RETURNING j.status, CASE WHEN j.status = 'running' THEN pg_notify('" + NOTIFY_CHANNEL + "',"
     "   json_build_object('kind', 'cancel', 'queue', j.queue, 'id', j.id)::text) END"
+)
+
+JOB_WAIT_MARK: Final[LiteralString] = (
+    # Someone waits for this job: its completion or death will send a notice.
+    "UPDATE jobvisor_jobs SET wait_notify = true WHERE id = %(id)s AND NOT wait_notify"
+    " AND status NOT IN ('completed', 'dead', 'cancelled')"
 )
 
 JOB_STATUS: Final[LiteralString] = (

@@ -89,10 +89,14 @@ JOB_CLAIM: Final[LiteralString] = (
 )
 
 JOB_RENEW_MANY: Final[LiteralString] = (
-    # Extend the leases still held by these (id, claim token) pairs; returns the
-    # renewed ids, each with whether its cancel was requested.
+    # Extend the leases still held by these (id, claim token) pairs, writing
+    # the progress each reported since (`progress`: JSON text by id, NULL when
+    # none did); returns the renewed ids, each with whether its cancel was
+    # requested.
     "UPDATE jobvisor_jobs"
-    " SET lease_expires_at = coalesce(:now, (julianday('now') - 2440587.5) * 86400.0) + :lease"
+    " SET lease_expires_at = coalesce(:now, (julianday('now') - 2440587.5) * 86400.0) + :lease,"
+    " progress = coalesce((SELECT r.value FROM json_each(:progress) AS r"
+    "   WHERE r.key = jobvisor_jobs.id), progress)"
     " FROM (SELECT json_extract(value, '$[0]') AS id, json_extract(value, '$[1]') AS token"
     "   FROM json_each(:pairs)) AS c"
     " WHERE jobvisor_jobs.id = c.id AND jobvisor_jobs.claim_token = c.token"
@@ -101,12 +105,15 @@ JOB_RENEW_MANY: Final[LiteralString] = (
 )
 
 JOB_COMPLETE_MANY: Final[LiteralString] = (
-    # Complete the jobs still held by these (id, claim token) pairs (cancelled
-    # instead when a cancel was requested first); returns their ids.
+    # Complete the jobs still held by these (id, claim token) pairs, each with
+    # its result (`results`: JSON text by id, NULL when none has one),
+    # cancelled instead when a cancel was requested first; returns their ids.
     "UPDATE jobvisor_jobs SET status = CASE WHEN cancel_requested_at IS NULL"
     "   THEN 'completed' ELSE 'cancelled' END, claim_token = NULL,"
     " lease_expires_at = NULL,"
-    " finished_at = coalesce(:now, (julianday('now') - 2440587.5) * 86400.0)"
+    " finished_at = coalesce(:now, (julianday('now') - 2440587.5) * 86400.0),"
+    " result = CASE WHEN :results IS NOT NULL THEN"
+    "   (SELECT r.value FROM json_each(:results) AS r WHERE r.key = jobvisor_jobs.id) END"
     " FROM (SELECT json_extract(value, '$[0]') AS id, json_extract(value, '$[1]') AS token"
     "   FROM json_each(:pairs)) AS c"
     " WHERE jobvisor_jobs.id = c.id AND jobvisor_jobs.claim_token = c.token"
@@ -125,7 +132,13 @@ JOB_FAIL: Final[LiteralString] = (
     " finished_at = CASE WHEN attempts >= max_attempts OR cancel_requested_at IS NOT NULL"
     "   THEN coalesce(:now, (julianday('now') - 2440587.5) * 86400.0) END,"
     " last_error = CASE WHEN cancel_requested_at IS NULL THEN :error ELSE last_error END,"
-    " claim_token = NULL, lease_expires_at = NULL"
+    " claim_token = NULL, lease_expires_at = NULL,"
+    # The attempt's entry in the error history, the last 20 kept.
+    " errors = json_insert(CASE WHEN json_array_length(coalesce(errors, '[]')) >= 20"
+    "   THEN json_remove(errors, '$[0]') ELSE coalesce(errors, '[]') END, '$[#]',"
+    "   json_object('attempt', attempts,"
+    "   'at', coalesce(:now, (julianday('now') - 2440587.5) * 86400.0),"
+    "   'error', :error, 'worker_id', worker_id))"
     " WHERE id = :id AND claim_token = :token AND status = 'running'"
     " RETURNING status"
 )
@@ -192,6 +205,11 @@ JOB_REAP_EXPIRED: Final[LiteralString] = (
     "   THEN coalesce(:now, (julianday('now') - 2440587.5) * 86400.0) END,"
     " last_error = CASE WHEN cancel_requested_at IS NULL"
     "   THEN 'lease expired on worker ' || worker_id ELSE last_error END,"
+    " errors = json_insert(CASE WHEN json_array_length(coalesce(errors, '[]')) >= 20"
+    "   THEN json_remove(errors, '$[0]') ELSE coalesce(errors, '[]') END, '$[#]',"
+    "   json_object('attempt', attempts,"
+    "   'at', coalesce(:now, (julianday('now') - 2440587.5) * 86400.0),"
+    "   'error', 'lease expired on worker ' || worker_id, 'worker_id', worker_id)),"
     " claim_token = NULL, lease_expires_at = NULL"
     " WHERE status = 'running'"
     " AND lease_expires_at < coalesce(:now, (julianday('now') - 2440587.5) * 86400.0)"
@@ -216,6 +234,12 @@ JOB_REQUEUE_CRASHED: Final[LiteralString] = (
     "   THEN coalesce(:now, (julianday('now') - 2440587.5) * 86400.0) END,"
     " last_error = CASE WHEN cancel_requested_at IS NOT NULL"
     "   OR (:culprit IS NOT NULL AND id <> :culprit) THEN last_error ELSE :error END,"
+    " errors = CASE WHEN :culprit IS NOT NULL AND id <> :culprit THEN errors"
+    "   ELSE json_insert(CASE WHEN json_array_length(coalesce(errors, '[]')) >= 20"
+    "   THEN json_remove(errors, '$[0]') ELSE coalesce(errors, '[]') END, '$[#]',"
+    "   json_object('attempt', attempts,"
+    "   'at', coalesce(:now, (julianday('now') - 2440587.5) * 86400.0),"
+    "   'error', :error, 'worker_id', worker_id)) END,"
     " claim_token = NULL, lease_expires_at = NULL"
     " WHERE status = 'running' AND worker_id = :worker_id"
     " RETURNING id, status"
@@ -245,14 +269,16 @@ JOB_GET: Final[LiteralString] = (
     # One job by id.
     "SELECT id, queue, job_type, payload, priority, run_at, status, attempts, max_attempts,"
     " last_error, correlation_id, dedupe_key, lease_expires_at, claim_token, worker_id,"
-    " created_at, started_at, finished_at, meta FROM jobvisor_jobs WHERE id = :id"
+    " created_at, started_at, finished_at, meta, result, progress, errors"
+    " FROM jobvisor_jobs WHERE id = :id"
 )
 
 JOB_LIST_BY_STATUS: Final[LiteralString] = (
     # Jobs of one status, oldest finished first (then oldest created).
     "SELECT id, queue, job_type, payload, priority, run_at, status, attempts, max_attempts,"
     " last_error, correlation_id, dedupe_key, lease_expires_at, claim_token, worker_id,"
-    " created_at, started_at, finished_at, meta FROM jobvisor_jobs WHERE status = :status"
+    " created_at, started_at, finished_at, meta, result, progress, errors"
+    " FROM jobvisor_jobs WHERE status = :status"
     " AND (:job_type IS NULL OR job_type = :job_type)"
     " ORDER BY finished_at IS NULL, finished_at, id LIMIT :limit"
 )
@@ -331,6 +357,12 @@ JOB_CANCEL_MANY: Final[LiteralString] = (
     "   AND (:job_type IS NULL OR job_type = :job_type)"
     "   AND (:queue IS NULL OR queue = :queue) LIMIT :limit)"
     " RETURNING status, NULL"
+)
+
+JOB_WAIT_MARK: Final[LiteralString] = (
+    # Someone waits for this job (SQLite sends no notices; `wait` polls).
+    "UPDATE jobvisor_jobs SET wait_notify = 1 WHERE id = :id AND NOT wait_notify"
+    " AND status NOT IN ('completed', 'dead', 'cancelled')"
 )
 
 JOB_STATUS: Final[LiteralString] = (

@@ -54,6 +54,11 @@ DEFAULT_MAX_PAYLOAD_BYTES: Final = 1024 * 1024
 
 MAX_PAYLOAD_BYTES_ENV: Final = "JOBVISOR_MAX_PAYLOAD_BYTES"
 
+DEFAULT_MAX_RESULT_BYTES: Final = 1024 * 1024
+"""The result size limit (UTF-8 bytes of its JSON) unless configured."""
+
+MAX_RESULT_BYTES_ENV: Final = "JOBVISOR_RESULT_MAX_BYTES"
+
 # --- durations (seconds) ---------------------------------------------------------
 
 MAX_LEASE: Final = DAY
@@ -256,6 +261,23 @@ def max_payload_bytes(value: object = None, env: Mapping[str, str] | None = None
                 f"{count_range(1024, MAX_PAYLOAD_BYTES_LIMIT)}"
             ) from None
     return count("max_payload_bytes", value, low=1024, high=MAX_PAYLOAD_BYTES_LIMIT)
+
+
+def max_result_bytes(value: object = None, env: Mapping[str, str] | None = None) -> int:
+    """The result size limit: `value` if given, else `JOBVISOR_RESULT_MAX_BYTES`
+    from the environment, else the default. Same range as the payload's."""
+    if value is None:
+        raw = (os.environ if env is None else env).get(MAX_RESULT_BYTES_ENV)
+        if raw is None:
+            return DEFAULT_MAX_RESULT_BYTES
+        try:
+            return count(MAX_RESULT_BYTES_ENV, int(raw), low=1024, high=MAX_PAYLOAD_BYTES_LIMIT)
+        except (ValueError, InvalidArgument):
+            raise InvalidArgument(
+                f"{MAX_RESULT_BYTES_ENV}={short(raw)}: expected "
+                f"{count_range(1024, MAX_PAYLOAD_BYTES_LIMIT)}"
+            ) from None
+    return count("max_result_bytes", value, low=1024, high=MAX_PAYLOAD_BYTES_LIMIT)
 
 
 def module_attr(spec: str) -> tuple[str, str]:

@@ -92,6 +92,7 @@ async def serve(config: Config, registry: Registry, channel: ControlChannel, wor
             pool_size=config.pool_size,
             lease=config.lease,
             retry=registry.retry_policies(),
+            max_result_bytes=config.result_max_bytes,
             synchronous_commit=False,
         )
     except InvalidArgument as exc:

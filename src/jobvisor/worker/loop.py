@@ -65,10 +65,11 @@ from ..log import get_logger
 from ..metrics import WorkerMetrics
 from ..queue.api import AsyncQueue
 from ..queue.correlation import correlation_id_var
-from ..queue.errors import LeaseLost
+from ..queue.errors import InvalidArgument, LeaseLost
 from ..queue.faults import Fault, classify
 from ..queue.model import Job, JobStatus
 from ..queue.notices import NoticeKind
+from ..queue.ops import result_json
 from .protocol import HEARTBEAT_INTERVAL, ControlChannel, Outcome
 from .registry import Cancel, Handler, JobContext, Registry, Snooze
 
@@ -139,10 +140,16 @@ class _Running:
 
     __slots__ = ("context", "handler", "job", "stop_reason", "task")
 
-    def __init__(self, job: Job, handler: Handler, worker_id: str) -> None:
+    def __init__(
+        self,
+        job: Job,
+        handler: Handler,
+        worker_id: str,
+        report: Callable[[uuid.UUID, str], None] | None = None,
+    ) -> None:
         self.job = job
         self.handler = handler
-        self.context = JobContext(job, worker_id)
+        self.context = JobContext(job, worker_id, report)
         self.task: asyncio.Task[None] | None = None
         self.stop_reason: StopReason | None = None  # set when we cancel it
 
@@ -212,6 +219,10 @@ class Worker:
         self._held: dict[uuid.UUID, Job] = {}  # claimed and not yet settled in the database
         self._ran: dict[uuid.UUID, float] = {}  # handler run time, until the outcome is settled
         self._completed: list[Job] = []
+        self._results: dict[uuid.UUID, str] = {}  # result JSON of completed jobs, until written
+        # The latest progress a running handler reported, until a renewal writes it
+        # (a thread handler sets an entry: one dict store, safe under the GIL).
+        self._progress: dict[uuid.UUID, str] = {}
         self._released: list[Job] = []
         self._writes: list[_Write] = []
 
@@ -464,6 +475,8 @@ class Worker:
                         continue
                     if notice.kind == NoticeKind.MISSED:
                         self._recovered(Loop.LISTEN)
+                    elif notice.kind == NoticeKind.DONE:
+                        continue  # a job ended: no new work
                     self._wake.set()
             except Exception as exc:
                 delay = self._retry_in(
@@ -486,7 +499,7 @@ class Worker:
             self._writes.append(write)
             self._flush_wanted.set()
             return
-        running = _Running(job, handler, self.worker_id)
+        running = _Running(job, handler, self.worker_id, self._report_progress)
         self._running[job.id] = running
         running.task = asyncio.create_task(self._run_job(running))
 
@@ -514,6 +527,8 @@ class Worker:
                 log.debug("job.interrupted", **self._fields(job), duration=round(duration, 6))
         elif outcome[0] == "complete":
             self._completed.append(job)
+            if outcome[2] is not None:
+                self._results[job.id] = outcome[2]
             if self._debug:
                 log.debug("job.completed", **self._fields(job), duration=round(duration, 6))
         else:
@@ -536,10 +551,10 @@ class Worker:
         try:
             context = running.context
             if handler.timeout is None:
-                await self._call(handler, context)
+                value = await self._call(handler, context)
             else:
                 async with asyncio.timeout(handler.timeout) as timer:
-                    await self._call(handler, context)
+                    value = await self._call(handler, context)
         except Snooze as request:
             outcome = ("snooze", job, request.delay)
         except Cancel as request:
@@ -555,7 +570,7 @@ class Worker:
                 text = error_text(exc)
             outcome = ("fail", job, text)
         else:
-            outcome = ("complete", job, None)
+            outcome = self._completion(job, value)
         finally:
             duration = time.monotonic() - started
             del self._running[job.id]
@@ -564,15 +579,28 @@ class Worker:
                 self.channel.send({"t": "end", "id": str(job.id)})
         return outcome, duration
 
-    async def _call(self, handler: Handler, context: JobContext) -> None:
+    def _report_progress(self, job_id: uuid.UUID, text: str) -> None:
+        self._progress[job_id] = text
+
+    def _completion(self, job: Job, value: Any) -> _Write:
+        """A returned handler's outcome: complete with its value as JSON, or
+        fail when the value cannot be stored (not JSON, or too large)."""
+        if value is None:
+            return ("complete", job, None)
+        try:
+            text = result_json(value, self.queue.max_result_bytes)
+        except InvalidArgument as exc:
+            return ("fail", job, f"InvalidResult: {exc}")
+        return ("complete", job, text)
+
+    async def _call(self, handler: Handler, context: JobContext) -> Any:
         if handler.is_async:
-            await handler.func(context)
-            return
+            return await handler.func(context)
         assert self._executor is not None
         ctx = contextvars.copy_context()
         with self._threads_lock:
             self._threads_busy += 1
-        await asyncio.get_running_loop().run_in_executor(
+        return await asyncio.get_running_loop().run_in_executor(
             self._executor, self._in_thread, ctx, handler.func, context
         )
 
@@ -677,7 +705,7 @@ class Worker:
         if self._completed:
             batch, self._completed = self._completed, []
             try:
-                lost = await self.queue.complete_many(batch)
+                lost = await self.queue.complete_many(batch, results=self._results)
             except BaseException:
                 self._completed[:0] = batch
                 raise
@@ -743,6 +771,9 @@ class Worker:
         lost_ids = {j.id for j in lost} if lost else set()
         job_ended = self.metrics.job_ended
         held, ran = self._held, self._ran
+        if self._results:
+            for job in batch:
+                self._results.pop(job.id, None)
         for job in batch:
             if job.id in lost_ids:
                 self._settle_lost(job)
@@ -773,9 +804,14 @@ class Worker:
                 if self._failing:  # nothing left to renew: nothing failing either
                     self._recovered(Loop.RENEW)
                 continue
+            progress = None
+            if self._progress:
+                progress, self._progress = self._progress, {}
             try:
-                renewal = await self.queue.renew_held(held, lease=self.lease)
+                renewal = await self.queue.renew_held(held, lease=self.lease, progress=progress)
             except Exception as exc:
+                if progress:  # written next time, unless newer progress came in since
+                    self._progress = {**progress, **self._progress}
                 delay = self._retry_in(Loop.RENEW, exc, cap=cap, jobs=len(held))
                 continue
             if self._failing:

@@ -35,7 +35,7 @@ from typing import Any, NoReturn, TypeVar
 
 from ..queue import validate
 from ..queue.errors import InvalidArgument, JobvisorError
-from ..queue.model import Job, RetryPolicy
+from ..queue.model import Job, RetryPolicy, progress_json
 from ..schedules import InvalidSchedule, ScheduleSpec
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -64,13 +64,19 @@ class Cancel(Exception):
 
 
 class JobContext:
-    """The job as its handler sees it: read-only fields, and `snooze`/`cancel`."""
+    """The job as its handler sees it: read-only fields, and `snooze`/`cancel`/`progress`."""
 
-    __slots__ = ("_cancel_requested", "job", "worker_id")
+    __slots__ = ("_cancel_requested", "_report", "job", "worker_id")
 
-    def __init__(self, job: Job, worker_id: str) -> None:
+    def __init__(
+        self,
+        job: Job,
+        worker_id: str,
+        report: Callable[[uuid.UUID, str], None] | None = None,
+    ) -> None:
         self.job = job
         self.worker_id = worker_id
+        self._report = report  # where progress goes: the worker's next lease renewal
         self._cancel_requested = False  # set by the worker's loop, read by the handler
 
     @property
@@ -116,6 +122,16 @@ class JobContext:
     def snooze(self, delay: float | dt.timedelta) -> NoReturn:
         """Run again after `delay`, this attempt not counted. Does not return."""
         raise Snooze(delay)
+
+    def progress(self, fraction: float, note: str | None = None) -> None:
+        """Report how far the job has come: `fraction` 0.0..1.0 and an
+        optional short `note`. Kept in memory and written with the worker's
+        next lease renewal (no statement of its own, so call it as often as
+        you like); `queue.get(id).progress` shows the latest written.
+        `InvalidArgument` for a fraction or note out of bounds."""
+        text = progress_json(fraction, note)
+        if self._report is not None:
+            self._report(self.job.id, text)
 
     def cancel(self, reason: str = "cancelled by its handler") -> NoReturn:
         """Give the job up for good. Does not return."""
