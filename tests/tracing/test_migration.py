@@ -104,8 +104,10 @@ def test_a_version_1_database_with_jobs_upgrades_with_its_jobs_intact(url: str) 
     assert len(before) == 4
     with jobvisor.connect(url) as queue:
         assert queue.schema_version() == 1
-        assert queue.migrate() == [2, 3]
-        assert queue.schema_version() == 3
+        later = [v for v, _, _ in ops.migration_files(queue.engine) if v > 1]
+        assert later[:2] == [2, 3]  # and any migration after them
+        assert queue.migrate() == later
+        assert queue.schema_version() == later[-1]
         assert queue.migrate() == []  # recorded: SQLite's ADD COLUMN never runs twice
 
         assert read_v1(url) == before
