@@ -102,3 +102,11 @@ def sync_cooperative(job: JobContext) -> None:
 def sync_stubborn(job: JobContext) -> None:
     """Blocking code that never looks at a cancel request."""
     time.sleep(float(_payload(job).get("seconds", 600)))
+
+
+@registry.handler("sync_returns_on_cancel", max_attempts=1)
+def sync_returns_on_cancel(job: JobContext) -> None:
+    """Blocking code that returns normally once its cancel was requested."""
+    deadline = time.monotonic() + float(_payload(job).get("seconds", 600))
+    while time.monotonic() < deadline and not job.cancel_requested:
+        time.sleep(0.01)
