@@ -542,7 +542,8 @@ def cmd_cancel(args: argparse.Namespace, config: Config) -> int:
     confirmation). A running job is asked to stop: its worker ends it."""
     bulk = args.type is not None or args.queue is not None
     if bool(args.ids) == bulk:
-        raise UsageError("give job ids, or --type TYPE and/or --queue QUEUE")
+        usage = args.usage().rstrip()
+        raise UsageError(f"give job ids, or --type TYPE and/or --queue QUEUE\n{usage}")
     if bulk:
         return _cancel_bulk(args, config)
     job_ids = [_job_id(text) for text in args.ids]
@@ -875,6 +876,7 @@ def build_parser() -> argparse.ArgumentParser:
     cancel.add_argument("--queue", metavar="QUEUE", help="every live job on this queue")
     cancel.add_argument("--reason", metavar="TEXT", help="why, kept in the job's last error")
     cancel.add_argument("--yes", "-y", action="store_true", help="do not ask to confirm")
+    cancel.set_defaults(usage=cancel.format_usage)
 
     cleanup = command("cleanup", "delete finished jobs past their retention", cmd_cleanup)
     _database_flag(cleanup)

@@ -32,6 +32,7 @@ class ModelJob:
     worker_id: str | None = None
     lease_expires_at: float | None = None
     finished_at: float | None = None
+    cancel_requested: bool = False  # `cancel` of the running job: whatever settles it cancels it
 
     def row(self) -> tuple[object, ...]:
         """What the jobs table should hold for this job (worker only while running)."""
@@ -127,6 +128,8 @@ class QueueModel:
         return job
 
     def _unhold(self, job: ModelJob, status: str) -> None:
+        if job.cancel_requested:
+            status = "cancelled"
         job.status = status
         job.token = None
         job.lease_expires_at = None
@@ -152,7 +155,7 @@ class QueueModel:
         return True
 
     def _spent_or_retry(self, job: ModelJob, delay: float) -> str:
-        if job.attempts >= job.max_attempts:
+        if job.attempts >= job.max_attempts or job.cancel_requested:
             self._unhold(job, "dead")
         else:
             self._unhold(job, "retryable")
@@ -207,7 +210,8 @@ class QueueModel:
             else:
                 self._unhold(job, "pending")
                 job.attempts -= 1
-                job.run_at = self.now
+                if not job.cancel_requested:
+                    job.run_at = self.now
         return len(held)
 
     # --- retention and operators ---------------------------------------------
@@ -224,13 +228,17 @@ class QueueModel:
             del self.jobs[job_id]
         return len(gone)
 
-    def cancel(self, job_id: uuid.UUID) -> bool:
+    def cancel(self, job_id: uuid.UUID) -> str | None:
+        """The job's status after the cancel, or None when it is refused."""
         job = self.jobs.get(job_id)
-        if job is None or job.status not in ("pending", "retryable"):
-            return False
+        if job is None or job.status not in LIVE:
+            return None
+        if job.status == "running":
+            job.cancel_requested = True
+            return "running"
         job.status = "cancelled"
         job.finished_at = self.now
-        return True
+        return job.status
 
     def requeue_blocked_by(self, job_id: uuid.UUID) -> uuid.UUID | None:
         """The live job whose dedupe key stops this dead job's requeue, if any."""

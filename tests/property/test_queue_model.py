@@ -376,8 +376,9 @@ class QueueMachine(RuleBasedStateMachine):
 
     @rule(job_id=ids)
     def cancel(self, job_id: uuid.UUID) -> None:
-        if self.model.cancel(job_id):
-            self.q.cancel(job_id)
+        expected = self.model.cancel(job_id)
+        if expected is not None:
+            assert self.q.cancel(job_id) == expected
         else:
             with pytest.raises(JobNotFound):
                 self.q.cancel(job_id)

@@ -120,3 +120,11 @@ def sync_answer(job: JobContext) -> Any:
 async def unstorable(job: JobContext) -> Any:
     """Returns a value that is not JSON: the job fails."""
     return {"not json": {1, 2}}
+
+
+@registry.handler("sync_returns_on_cancel", max_attempts=1)
+def sync_returns_on_cancel(job: JobContext) -> None:
+    """Blocking code that returns normally once its cancel was requested."""
+    deadline = time.monotonic() + float(_payload(job).get("seconds", 600))
+    while time.monotonic() < deadline and not job.cancel_requested:
+        time.sleep(0.01)

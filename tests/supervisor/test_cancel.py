@@ -34,7 +34,7 @@ def _cancel_running(queue: Queue, url: str, job_type: str, **payload: object) ->
     return str(jid)
 
 
-@pytest.mark.parametrize("job_type", ["sleep", "sync_cooperative"])
+@pytest.mark.parametrize("job_type", ["sleep", "sync_cooperative", "sync_returns_on_cancel"])
 def test_a_running_handler_is_stopped_and_its_job_ends_cancelled(
     queue: Queue, tmp_path: Path, start_service: Callable[..., Service], job_type: str
 ) -> None:

@@ -105,6 +105,7 @@ def test_a_version_1_database_with_jobs_upgrades_with_its_jobs_intact(url: str) 
     with jobvisor.connect(url) as queue:
         assert queue.schema_version() == 1
         later = [v for v, _, _ in ops.migration_files(queue.engine) if v > 1]
+        assert later[:2] == [2, 3]  # and any migration after them
         assert queue.migrate() == later
         assert queue.schema_version() == later[-1]
         assert queue.migrate() == []  # recorded: SQLite's ADD COLUMN never runs twice

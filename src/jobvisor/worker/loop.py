@@ -560,9 +560,7 @@ class Worker:
         except Cancel as request:
             outcome = ("cancel", job, request.reason)
         except asyncio.CancelledError:
-            # Stopped by us: a cancel request, the lease lost, or the drain's deadline.
-            cancelled = running.stop_reason is StopReason.CANCEL
-            outcome = ("cancel", job, "cancel requested") if cancelled else None
+            outcome = None  # stopped by us: a cancel request, lease lost, the drain's deadline
         except Exception as exc:
             if timer is not None and timer.expired():
                 text = f"TimeoutError: {job.job_type} ran past its {handler.timeout:g}s timeout"
@@ -577,6 +575,10 @@ class Worker:
             self._slot_free.set()
             if hard is not None:
                 self.channel.send({"t": "end", "id": str(job.id)})
+        if running.context.cancel_requested and running.stop_reason is not StopReason.LEASE_LOST:
+            # Asked to stop before it ended: the database ends it cancelled
+            # whatever is written, so the logs and metrics say so too.
+            outcome = ("cancel", job, "cancel requested")
         return outcome, duration
 
     def _report_progress(self, job_id: uuid.UUID, text: str) -> None:

@@ -27,6 +27,8 @@ so a heartbeat proves the loop is turning:
                                             a job with a hard time limit started;
                                             the parent kills the worker if it has
                                             not ended `hard` seconds from now
+                                            (sent again, with a tiny `hard`, for
+                                            a thread handler past its cancel grace)
     {"t": "end", "id": "<uuid>"}            that job ended (any outcome)
     {"t": "metrics", ...}                   counts since the last one, about once
                                             a second; the shape is documented in
