@@ -433,15 +433,23 @@ def _show_job(job: Job, *, as_json: bool) -> None:
     print(f"{'payload:':<16}{json.dumps(job.payload, sort_keys=True)}")
     result = "-" if job.result is None else json.dumps(job.result, sort_keys=True)
     print(f"{'result:':<16}{result}")
-    if job.progress is None:
-        print(f"{'progress:':<16}-")
-    else:
-        note = job.progress.get("note")
-        print(f"{'progress:':<16}{job.progress['fraction']:.0%}" + (f" {note}" if note else ""))
+    print(f"{'progress:':<16}{_progress_text(job.progress)}")
     print("last_error:")
     print(job.last_error or "-")
-    print(f"errors ({len(job.errors)} kept):" if job.errors else "errors: -")
-    for entry in job.errors:
+    _print_errors(job.errors)
+
+
+def _progress_text(progress: dict[str, Any] | None) -> str:
+    if progress is None:
+        return "-"
+    note = progress.get("note")
+    return f"{progress['fraction']:.0%}" + (f" {note}" if note else "")
+
+
+def _print_errors(errors: Sequence[dict[str, Any]]) -> None:
+    """The error of every failed attempt kept, oldest first."""
+    print(f"errors ({len(errors)} kept):" if errors else "errors: -")
+    for entry in errors:
         print(f"  attempt {entry['attempt']} at {_when(entry['at'])} on {entry['worker_id']}:")
         for line in str(entry["error"]).splitlines() or [""]:
             print(f"    {line}")

@@ -135,6 +135,13 @@ class StopReason(enum.StrEnum):
     CANCEL = "cancel"  # a cancel was requested: it ends cancelled
 
 
+def _failure_text(job: Job, handler: Handler, exc: Exception, timer: asyncio.Timeout | None) -> str:
+    """What a failed attempt records: its timeout, or the exception."""
+    if timer is not None and timer.expired():
+        return f"TimeoutError: {job.job_type} ran past its {handler.timeout:g}s timeout"
+    return error_text(exc)
+
+
 class _Running:
     """A job whose handler is running."""
 
@@ -562,11 +569,7 @@ class Worker:
         except asyncio.CancelledError:
             outcome = None  # stopped by us: a cancel request, lease lost, the drain's deadline
         except Exception as exc:
-            if timer is not None and timer.expired():
-                text = f"TimeoutError: {job.job_type} ran past its {handler.timeout:g}s timeout"
-            else:
-                text = error_text(exc)
-            outcome = ("fail", job, text)
+            outcome = ("fail", job, _failure_text(job, handler, exc, timer))
         else:
             outcome = self._completion(job, value)
         finally:
