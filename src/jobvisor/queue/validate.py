@@ -249,35 +249,35 @@ def payload_size(name: str, value: Any, size: int, limit: int) -> None:
 def max_payload_bytes(value: object = None, env: Mapping[str, str] | None = None) -> int:
     """The payload size limit: `value` if given, else `JOBVISOR_MAX_PAYLOAD_BYTES`
     from the environment, else the default."""
-    if value is None:
-        raw = (os.environ if env is None else env).get(MAX_PAYLOAD_BYTES_ENV)
-        if raw is None:
-            return DEFAULT_MAX_PAYLOAD_BYTES
-        try:
-            return count(MAX_PAYLOAD_BYTES_ENV, int(raw), low=1024, high=MAX_PAYLOAD_BYTES_LIMIT)
-        except (ValueError, InvalidArgument):
-            raise InvalidArgument(
-                f"{MAX_PAYLOAD_BYTES_ENV}={short(raw)}: expected "
-                f"{count_range(1024, MAX_PAYLOAD_BYTES_LIMIT)}"
-            ) from None
-    return count("max_payload_bytes", value, low=1024, high=MAX_PAYLOAD_BYTES_LIMIT)
+    return _byte_limit(
+        "max_payload_bytes", value, MAX_PAYLOAD_BYTES_ENV, DEFAULT_MAX_PAYLOAD_BYTES, env
+    )
 
 
 def max_result_bytes(value: object = None, env: Mapping[str, str] | None = None) -> int:
     """The result size limit: `value` if given, else `JOBVISOR_RESULT_MAX_BYTES`
     from the environment, else the default. Same range as the payload's."""
-    if value is None:
-        raw = (os.environ if env is None else env).get(MAX_RESULT_BYTES_ENV)
-        if raw is None:
-            return DEFAULT_MAX_RESULT_BYTES
-        try:
-            return count(MAX_RESULT_BYTES_ENV, int(raw), low=1024, high=MAX_PAYLOAD_BYTES_LIMIT)
-        except (ValueError, InvalidArgument):
-            raise InvalidArgument(
-                f"{MAX_RESULT_BYTES_ENV}={short(raw)}: expected "
-                f"{count_range(1024, MAX_PAYLOAD_BYTES_LIMIT)}"
-            ) from None
-    return count("max_result_bytes", value, low=1024, high=MAX_PAYLOAD_BYTES_LIMIT)
+    return _byte_limit(
+        "max_result_bytes", value, MAX_RESULT_BYTES_ENV, DEFAULT_MAX_RESULT_BYTES, env
+    )
+
+
+def _byte_limit(
+    name: str, value: object, variable: str, default: int, env: Mapping[str, str] | None
+) -> int:
+    """A size limit in bytes (1 KiB to `MAX_PAYLOAD_BYTES_LIMIT`): `value`,
+    else the environment's `variable`, else `default`."""
+    if value is not None:
+        return count(name, value, low=1024, high=MAX_PAYLOAD_BYTES_LIMIT)
+    raw = (os.environ if env is None else env).get(variable)
+    if raw is None:
+        return default
+    try:
+        return count(variable, int(raw), low=1024, high=MAX_PAYLOAD_BYTES_LIMIT)
+    except (ValueError, InvalidArgument):
+        raise InvalidArgument(
+            f"{variable}={short(raw)}: expected {count_range(1024, MAX_PAYLOAD_BYTES_LIMIT)}"
+        ) from None
 
 
 def module_attr(spec: str) -> tuple[str, str]:
