@@ -50,7 +50,7 @@ Hooks for the rest of the service: `metrics` (a `jobvisor.metrics.Metrics`)
 receives every worker `metrics` message, restarts, reaps and summaries;
 `on_worker_message` sees every control message; `tasks` are extra coroutines
 started on the loop once workers are being started and cancelled at the end;
-`health()` and `readiness()` answer the HTTP endpoints.
+`endpoints` answers the HTTP endpoints from its state.
 """
 
 from __future__ import annotations
@@ -75,7 +75,7 @@ from ..http import HttpServer
 from ..log import get_logger, setup_logging
 from ..metrics import Metrics
 from ..queue.api import AsyncQueue, connect_async
-from . import children, decisions, reload, services, startup
+from . import children, decisions, endpoints, reload, services, startup
 from .children import Slot, WorkerProcess
 from .decisions import STOP_MARGIN, Charge, CrashBudget, ExitKind, KillReason, StopMode
 from .maintenance import Leadership
@@ -172,10 +172,7 @@ class Supervisor:
         self.queue = connect_async(self.config.database_url, pool_size=2)
         self.leadership = Leadership(self.queue, holder=self.id)
         self.database = services.DatabaseWatch(self.queue)
-        if self.queue.engine == "postgres":
-            self.xmin = services.XminWatch(
-                self.queue, self.metrics, warn_after=lambda: self.config.xmin_warn
-            )
+        self.xmin = services.xmin_watch(self.queue, self.metrics, lambda: self.config.xmin_warn)
         try:
             if await self._start():
                 await self._supervise()
@@ -196,7 +193,10 @@ class Supervisor:
         assert self._wakeup is not None
         if self.config.http_addr:
             self.http = await startup.serve_http(
-                self.config, health=self.health, ready=self.readiness, metrics=self.metrics
+                self.config,
+                health=lambda: endpoints.health(self, tick=TICK),
+                ready=lambda: endpoints.readiness(self),
+                metrics=self.metrics,
             )
             if self.http is None:
                 return self._fail(ExitCode.FAILED)
@@ -586,35 +586,6 @@ class Supervisor:
             self.metrics,
             lambda: len(self.workers),
             declared=lambda: self.declared_schedules,
-        )
-
-    # --- for the HTTP endpoints ------------------------------------------------------------
-
-    def health(self) -> tuple[bool, str]:
-        """Liveness (`decisions.health`): the main loop turns, workers live and
-        none reports a failing loop."""
-        waiting = self.waiting_for_database
-        alive = [s.worker for s in self.slots if s.worker is not None and s.worker.alive]
-        return decisions.health(
-            state=self.state.value,
-            lag=time.monotonic() - self.last_tick,
-            max_lag=TICK * 10 + (startup.WAIT_CAP if waiting else 0.0),
-            alive=len(alive),
-            slots=len(self.slots),
-            waiting=waiting,
-            failing=[f"{w.worker_id} {','.join(w.unhealthy)}" for w in alive if w.unhealthy],
-        )
-
-    def readiness(self) -> tuple[bool, str]:
-        """Readiness (`decisions.readiness`): the database answers within
-        seconds (`services.DatabaseWatch`) and a worker is ready; a
-        transaction holding back the oldest xmin (`services.XminWatch`) is
-        reported, not counted against it."""
-        return decisions.readiness(
-            running=self.running,
-            database_up=self.database is not None and self.database.up,
-            ready=sum(1 for s in self.slots if s.worker is not None and s.worker.ready),
-            warning=self.xmin.warning if self.xmin is not None else None,
         )
 
 

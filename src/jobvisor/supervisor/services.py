@@ -150,6 +150,14 @@ class DatabaseWatch:
             await asyncio.sleep(self.interval)
 
 
+def xmin_watch(
+    queue: AsyncQueue, metrics: Metrics, warn_after: Callable[[], float]
+) -> XminWatch | None:
+    """The `XminWatch` of a PostgreSQL queue; None on SQLite, which keeps no
+    transaction horizon."""
+    return XminWatch(queue, metrics, warn_after=warn_after) if queue.engine == "postgres" else None
+
+
 class XminWatch:
     """Every `XMIN_INTERVAL` seconds, which server process holds back the
     oldest xmin of the queue's database (`AsyncQueue.oldest_xmin`) and for
