@@ -94,17 +94,28 @@ class _Cluster:
              "-A", "trust", "-E", "UTF8", "--no-sync"],
             check=True, capture_output=True,
         )  # fmt: skip
-        opts = (
+        self.ctl("-o", self.options(), "-w", "-t", "60", "start", timeout=None)
+        return f"postgresql://postgres@127.0.0.1:{self.port}/postgres"
+
+    def options(self, *, synchronous_commit: bool = False) -> str:
+        """The server's settings: this cluster's port and socket, no fsync."""
+        return (
             f"-c listen_addresses=127.0.0.1 -c port={self.port} "
             f"-c unix_socket_directories={self.root} -c fsync=off "
-            "-c synchronous_commit=off -c full_page_writes=off -c max_connections=200"
+            f"-c synchronous_commit={'on' if synchronous_commit else 'off'} "
+            "-c full_page_writes=off -c max_connections=200"
         )
-        subprocess.run(
-            [*self.prefix, self.pg_ctl, "-D", str(self.data), "-l", str(self.root / "log"),
-             "-o", opts, "-w", "-t", "60", "start"],
-            check=True, capture_output=True,
-        )  # fmt: skip
-        return f"postgresql://postgres@127.0.0.1:{self.port}/postgres"
+
+    def ctl(
+        self, *args: str, check: bool = True, timeout: float | None = 180
+    ) -> subprocess.CompletedProcess[bytes]:
+        """`pg_ctl` on this cluster's data directory, logging to its log file."""
+        return subprocess.run(
+            [*self.prefix, self.pg_ctl, "-D", str(self.data), "-l", str(self.root / "log"), *args],
+            check=check,
+            capture_output=True,
+            timeout=timeout,
+        )
 
     def stop(self) -> None:
         subprocess.run(
@@ -126,21 +137,30 @@ def pg_admin_url() -> Iterator[str]:
     if _answers(DEFAULT_PG_URL):
         yield DEFAULT_PG_URL
         return
-    initdb, pg_ctl = _pg_bin("initdb"), _pg_bin("pg_ctl")
-    if initdb is None or pg_ctl is None:
+    if _pg_bin("initdb") is None or _pg_bin("pg_ctl") is None:
         pytest.skip(
             f"no PostgreSQL: {DEFAULT_PG_URL} does not answer, JOBVISOR_TEST_PG_URL is unset "
             "and no initdb/pg_ctl was found to start a throwaway cluster"
         )
+    with throwaway_cluster() as (_, url):
+        yield url
+
+
+@contextlib.contextmanager
+def throwaway_cluster() -> Iterator[tuple[_Cluster, str]]:
+    """A started throwaway cluster and its URL, removed afterwards; the test
+    is skipped where no server binaries are found or the cluster cannot start."""
+    initdb, pg_ctl = _pg_bin("initdb"), _pg_bin("pg_ctl")
+    if initdb is None or pg_ctl is None:
+        pytest.skip("no PostgreSQL server binaries (initdb, pg_ctl) for a throwaway cluster")
     cluster = _Cluster(initdb, pg_ctl)
     try:
-        url = cluster.start()
-    except subprocess.CalledProcessError as exc:
-        cluster.stop()
-        detail = (exc.stderr or b"").decode(errors="replace").strip()
-        pytest.skip(f"could not start a throwaway PostgreSQL cluster: {detail}")
-    try:
-        yield url
+        try:
+            url = cluster.start()
+        except subprocess.CalledProcessError as exc:
+            detail = (exc.stderr or b"").decode(errors="replace").strip()
+            pytest.skip(f"could not start a throwaway PostgreSQL cluster: {detail}")
+        yield cluster, url
     finally:
         cluster.stop()
 

@@ -16,7 +16,6 @@ from __future__ import annotations
 import datetime as dt
 import os
 import signal
-import subprocess
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -24,7 +23,7 @@ from pathlib import Path
 import pytest
 
 from jobvisor.exitcodes import ExitCode
-from tests.conftest import _Cluster, _pg_bin
+from tests.conftest import _Cluster, throwaway_cluster
 from tests.supervisor.helpers import Service, http_get, is_alive, wait_until
 
 from .ledger import (
@@ -46,15 +45,6 @@ class CrashableServer:
     def __init__(self, cluster: _Cluster, url: str) -> None:
         self.cluster, self.url = cluster, url
 
-    def _pg_ctl(self, *args: str, check: bool = True) -> subprocess.CompletedProcess[bytes]:
-        c = self.cluster
-        return subprocess.run(
-            [*c.prefix, c.pg_ctl, "-D", str(c.data), "-l", str(c.root / "log"), *args],
-            check=check,
-            capture_output=True,
-            timeout=180,
-        )
-
     @property
     def postmaster_pid(self) -> int:
         return int((self.cluster.data / "postmaster.pid").read_text().split("\n", 1)[0])
@@ -70,42 +60,27 @@ class CrashableServer:
         """Start with synchronous commits (crash recovery first, after a
         crash). While the killed postmaster's backends still hold its shared
         memory, the server refuses to start: try again until they are gone."""
-        c = self.cluster
-        opts = (
-            f"-c listen_addresses=127.0.0.1 -c port={c.port} "
-            f"-c unix_socket_directories={c.root} -c fsync=off "
-            "-c synchronous_commit=on -c full_page_writes=off -c max_connections=200"
-        )
+        opts = self.cluster.options(synchronous_commit=True)
         wait_until(
             lambda: (
-                self._pg_ctl("-o", opts, "-w", "-t", "120", "start", check=False).returncode == 0
+                self.cluster.ctl("-o", opts, "-w", "-t", "120", "start", check=False).returncode
+                == 0
             ),
             timeout=60,
             what="the server started",
         )
 
     def stop(self) -> None:
-        self._pg_ctl("-m", "fast", "-w", "-t", "120", "stop")
+        self.cluster.ctl("-m", "fast", "-w", "-t", "120", "stop")
 
 
 @pytest.fixture
 def server() -> Iterator[CrashableServer]:
-    initdb, pg_ctl = _pg_bin("initdb"), _pg_bin("pg_ctl")
-    if initdb is None or pg_ctl is None:
-        pytest.skip("no PostgreSQL server binaries (initdb, pg_ctl) for a throwaway cluster")
-    cluster = _Cluster(initdb, pg_ctl)
-    try:
-        try:
-            url = cluster.start()
-        except subprocess.CalledProcessError as exc:
-            detail = (exc.stderr or b"").decode(errors="replace").strip()
-            pytest.skip(f"could not start a throwaway PostgreSQL cluster: {detail}")
+    with throwaway_cluster() as (cluster, url):
         crashable = CrashableServer(cluster, url)
         crashable.stop()  # started with asynchronous commits: again with synchronous ones
         crashable.start()
         yield crashable
-    finally:
-        cluster.stop()
 
 
 @pytest.mark.timeout(300)

@@ -7,13 +7,12 @@ server on this machine serves other tests and must never be restarted."""
 
 from __future__ import annotations
 
-import subprocess
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import _Cluster, _pg_bin
+from tests.conftest import _Cluster, throwaway_cluster
 from tests.supervisor.helpers import Service, terminate_backends, wait_until
 
 from .ledger import (
@@ -70,29 +69,13 @@ class ThrowawayServer:
     def restart(self) -> None:
         """`pg_ctl restart -m fast`: sessions are terminated, in-flight
         transactions rolled back, the server comes back on the same port."""
-        c = self.cluster
-        subprocess.run(
-            [*c.prefix, c.pg_ctl, "-D", str(c.data), "-l", str(c.root / "log"),
-             "-m", "fast", "-w", "-t", "120", "restart"],
-            check=True, capture_output=True, timeout=180,
-        )  # fmt: skip
+        self.cluster.ctl("-m", "fast", "-w", "-t", "120", "restart")
 
 
 @pytest.fixture
 def throwaway_server() -> Iterator[ThrowawayServer]:
-    initdb, pg_ctl = _pg_bin("initdb"), _pg_bin("pg_ctl")
-    if initdb is None or pg_ctl is None:
-        pytest.skip("no PostgreSQL server binaries (initdb, pg_ctl) for a throwaway cluster")
-    cluster = _Cluster(initdb, pg_ctl)
-    try:
-        try:
-            url = cluster.start()
-        except subprocess.CalledProcessError as exc:
-            detail = (exc.stderr or b"").decode(errors="replace").strip()
-            pytest.skip(f"could not start a throwaway PostgreSQL cluster: {detail}")
+    with throwaway_cluster() as (cluster, url):
         yield ThrowawayServer(cluster, url)
-    finally:
-        cluster.stop()
 
 
 @pytest.mark.timeout(300)

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import os
 import signal
-import subprocess
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -20,7 +19,7 @@ from typing import Any
 import pytest
 
 from jobvisor.exitcodes import ExitCode
-from tests.conftest import _Cluster, _pg_bin
+from tests.conftest import _Cluster, throwaway_cluster
 from tests.supervisor.helpers import Service, http_get, wait_until
 
 from .ledger import Enqueuer, answers, assert_chaos_invariants, prepare, settings, wait_all_finished
@@ -38,43 +37,17 @@ class StoppableServer:
     def __init__(self, cluster: _Cluster, url: str) -> None:
         self.cluster, self.url = cluster, url
 
-    def _pg_ctl(self, *args: str) -> None:
-        c = self.cluster
-        subprocess.run(
-            [*c.prefix, c.pg_ctl, "-D", str(c.data), "-l", str(c.root / "log"), *args],
-            check=True,
-            capture_output=True,
-            timeout=180,
-        )
-
     def stop(self) -> None:
-        self._pg_ctl("-m", "fast", "-w", "-t", "120", "stop")
+        self.cluster.ctl("-m", "fast", "-w", "-t", "120", "stop")
 
     def start(self) -> None:
-        c = self.cluster
-        opts = (
-            f"-c listen_addresses=127.0.0.1 -c port={c.port} "
-            f"-c unix_socket_directories={c.root} -c fsync=off "
-            "-c synchronous_commit=off -c full_page_writes=off -c max_connections=200"
-        )
-        self._pg_ctl("-o", opts, "-w", "-t", "120", "start")
+        self.cluster.ctl("-o", self.cluster.options(), "-w", "-t", "120", "start")
 
 
 @pytest.fixture
 def server() -> Iterator[StoppableServer]:
-    initdb, pg_ctl = _pg_bin("initdb"), _pg_bin("pg_ctl")
-    if initdb is None or pg_ctl is None:
-        pytest.skip("no PostgreSQL server binaries (initdb, pg_ctl) for a throwaway cluster")
-    cluster = _Cluster(initdb, pg_ctl)
-    try:
-        try:
-            url = cluster.start()
-        except subprocess.CalledProcessError as exc:
-            detail = (exc.stderr or b"").decode(errors="replace").strip()
-            pytest.skip(f"could not start a throwaway PostgreSQL cluster: {detail}")
+    with throwaway_cluster() as (cluster, url):
         yield StoppableServer(cluster, url)
-    finally:
-        cluster.stop()
 
 
 def enqueue(url: str, count: int, **options: Any) -> list[uuid.UUID]:
