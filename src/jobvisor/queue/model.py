@@ -15,7 +15,7 @@ import threading
 import time
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from typing import Any, cast
 
 from ..backoff import backoff
 from . import validate
@@ -211,6 +211,18 @@ class Unique:
         )
 
 
+@dataclasses.dataclass(frozen=True, slots=True)
+class UniqueKey:
+    """What the insert of a job enqueued with `unique` needs: the key's text
+    before its time bucket (`Unique.base_key`), the period, the statuses
+    that hold the key, and what to do when a job holds it."""
+
+    base: str
+    period: int | None
+    states: tuple[str, ...]
+    on_conflict: OnConflict
+
+
 def _unique_period(value: object) -> int | None:
     if value is None:
         return None
@@ -305,10 +317,7 @@ class NewJob:
     dedupe_key: str | None
     correlation_id: str | None
     meta: dict[str, Any] | None = None
-    unique_key: str | None = None  # before its time bucket: see `Unique.base_key`
-    unique_period: int | None = None
-    unique_states: tuple[str, ...] | None = None
-    on_conflict: OnConflict = OnConflict.IGNORE
+    unique: UniqueKey | None = None
 
     @classmethod
     def build(
@@ -348,13 +357,21 @@ class NewJob:
             max_attempts=validate.count("max_attempts", max_attempts, high=validate.MAX_INT32),
             dedupe_key=validate.key("dedupe_key", dedupe_key),
             correlation_id=validate.key("correlation_id", correlation_id),
-            **_unique_fields(job_type, text, unique, on_conflict, dedupe_key),
+            # A job without `unique` (most of them) skips its checks.
+            **(
+                _unique_fields(job_type, text, unique, on_conflict, dedupe_key)
+                if unique is not None or on_conflict is not OnConflict.IGNORE
+                else _NO_UNIQUE
+            ),
         )
 
     @property
     def payload_bytes(self) -> int:
         """The size of the payload's JSON in UTF-8 bytes."""
         return len(self.payload_json.encode("utf-8"))
+
+
+_NO_UNIQUE: Mapping[str, Any] = {}
 
 
 def _unique_fields(
@@ -374,12 +391,9 @@ def _unique_fields(
             f"dedupe_key={validate.short(dedupe_key)} and unique: expected at most one of "
             "them (Unique(key=...) covers a dedupe key)"
         )
-    return {
-        "unique_key": spec.base_key(job_type, text),
-        "unique_period": spec.period,
-        "unique_states": spec.held_states,
-        "on_conflict": conflict,
-    }
+    period = cast(int | None, spec.period)  # whole seconds once checked
+    key = UniqueKey(spec.base_key(job_type, text), period, spec.held_states, conflict)
+    return {"unique": key}
 
 
 ENQUEUE_KEYS: tuple[str, ...] = tuple(

@@ -253,8 +253,8 @@ def _insert_one(ctx: Ctx, job: NewJob, *, notify: bool) -> Steps[uuid.UUID]:
     }
     insert, holder, holder_params = _insert_statements(ctx, job)
     params.update(holder_params)
-    if job.unique_states is not None:
-        params["unique_states"] = d.names(job.unique_states)
+    if job.unique is not None:
+        params["unique_states"] = d.names(job.unique.states)
     while True:
         row = yield Stmt(insert, params, fetch="one")
         if row is not None:
@@ -271,10 +271,11 @@ def _insert_statements(
     """The insert of one job, the read of its key's holder after a conflict,
     and the parameters of that read (the insert takes them too)."""
     sql = ctx.dialect.sql
-    if job.unique_key is None:
+    unique = job.unique
+    if unique is None:
         return sql.JOB_INSERT, sql.JOB_GET_LIVE_BY_DEDUPE_KEY, {"dedupe_key": job.dedupe_key}
-    key = {"unique_key": job.unique_key, "unique_period": job.unique_period, "now": ctx.now()}
-    replace = job.on_conflict is OnConflict.REPLACE
+    key = {"unique_key": unique.base, "unique_period": unique.period, "now": ctx.now()}
+    replace = unique.on_conflict is OnConflict.REPLACE
     insert = sql.JOB_INSERT_UNIQUE_REPLACE if replace else sql.JOB_INSERT_UNIQUE
     return insert, sql.JOB_GET_BY_UNIQUE_KEY, key
 
@@ -391,7 +392,7 @@ def enqueue_many(
         if not built:
             return []
         ids: list[uuid.UUID]
-        if any(j.dedupe_key or j.unique_key for j in built):
+        if any(j.dedupe_key or j.unique for j in built):
             ids = []
             for job in built:
                 ids.append((yield from _insert_one(ctx, job, notify=False)))
