@@ -531,7 +531,7 @@ def _claim_limited(ctx: Ctx, params: dict[str, Any], room: int, key: Any) -> Ste
             d.sql.JOB_CLAIM_LIMITED, {**params, "limit": room, "window": window}, fetch="all"
         )
         jobs = [d.job(r) for r in rows]
-        if jobs:
+        if jobs and any(group[2] for group in groups):  # a bucket to take from
             yield Stmt(d.sql.LIMIT_TAKE_TOKENS, d.taken(_started(jobs), ctx.now()))
     yield COMMIT
     return jobs

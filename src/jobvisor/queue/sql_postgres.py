@@ -155,13 +155,16 @@ JOB_CLAIM: Final[LiteralString] = (
 
 LIMIT_LOCK: Final[LiteralString] = (
     # Take, in (kind, name) order, the transaction's lock of every limited group
-    # a claim with these filters could take jobs of; returns the groups. Claims
+    # a claim with these filters could take jobs of; returns the groups, each
+    # with whether it has a rate. Claims
     # of one group wait for each other here, and nothing else does.
-    # For the rest of the transaction, the limited claim may sort (its ranks
-    # need it) and is not JIT-compiled (the compile would cost 100 times the run).
-    "SELECT g.kind, g.name, pg_advisory_xact_lock(74289309, hashtext(g.kind || ':' || g.name))"
-    " FROM (SELECT set_config('enable_sort', 'on', true), set_config('jit', 'off', true)) AS s,"
-    " (SELECT kind, name FROM jobvisor_limits"
+    # For the rest of the transaction the limited claim is not JIT-compiled:
+    # its sorts, priced out on our sessions, look costly enough for the JIT,
+    # whose compile would take 100 times the claim.
+    "SELECT g.kind, g.name, g.rated,"
+    " pg_advisory_xact_lock(74289309, hashtext(g.kind || ':' || g.name))"
+    " FROM (SELECT set_config('jit', 'off', true)) AS s,"
+    " (SELECT kind, name, rate_count IS NOT NULL AS rated FROM jobvisor_limits"
     "   WHERE (kind = 'type' AND (%(job_types)s::text[] IS NULL"
     "     OR name = ANY(%(job_types)s::text[])))"
     "   OR (kind = 'queue' AND (%(queues)s::text[] IS NULL OR name = ANY(%(queues)s::text[])))"
@@ -172,15 +175,16 @@ JOB_CLAIM_LIMITED: Final[LiteralString] = (
     # Under LIMIT_LOCK: claim up to `limit` due jobs of limited groups in
     # priority order, never more per group than its concurrency left (its
     # limit less its running jobs), its bucket's whole tokens, and per
-    # concurrency key its key_concurrency left. Saturated groups and keys are
-    # skipped before the `window` of candidates is taken; within it a job
+    # concurrency key its key_concurrency left (its times are the clock's when
+    # the lock was granted, not the transaction's start). Saturated groups and
+    # keys are skipped before the `window` of candidates is taken; within it a job
     # passes only if it ranks within the room of every group it belongs to.
     "WITH lim AS MATERIALIZED ("
     " SELECT kind, name, concurrency, key_concurrency, CASE WHEN rate_count IS NOT NULL"
     "   THEN floor(least(rate_count::float8, coalesce(tokens, rate_count) + greatest(0,"
-    "   extract(epoch FROM coalesce(%(now)s::timestamptz, now())"
-    "     - coalesce(refilled_at, coalesce(%(now)s::timestamptz, now())))) * rate_count"
-    "   / rate_period) + 0.000001) END AS tokens FROM jobvisor_limits),"
+    "   extract(epoch FROM coalesce(%(now)s::timestamptz, clock_timestamp())"
+    "     - coalesce(refilled_at, coalesce(%(now)s::timestamptz, clock_timestamp()))))"
+    "   * rate_count / rate_period) + 0.000001) END AS tokens FROM jobvisor_limits),"
     " run AS MATERIALIZED (SELECT queue, job_type, concurrency_key FROM jobvisor_jobs"
     "   WHERE status = 'running'),"
     " room AS MATERIALIZED (SELECT l.kind, l.name, l.key_concurrency,"
@@ -189,23 +193,31 @@ JOB_CLAIM_LIMITED: Final[LiteralString] = (
     "     2147483647), coalesce(l.tokens, 2147483647)) AS room FROM lim AS l),"
     " keys AS MATERIALIZED (SELECT job_type, concurrency_key, count(*) AS n FROM run"
     "   WHERE concurrency_key IS NOT NULL GROUP BY job_type, concurrency_key),"
-    " cand AS (SELECT j.id, j.queue, j.job_type, j.concurrency_key, j.priority, j.run_at,"
-    "   t.room AS troom, q.room AS qroom, t.key_concurrency - coalesce(k.n, 0) AS kroom"
+    " full_keys AS MATERIALIZED (SELECT k.job_type, k.concurrency_key FROM keys AS k"
+    "   JOIN room AS t ON t.kind = 'type' AND t.name = k.job_type"
+    "   WHERE k.n >= t.key_concurrency),"
+    " picks AS (SELECT j.id, j.queue, j.job_type, j.concurrency_key, j.priority, j.run_at"
     "   FROM jobvisor_jobs AS j"
-    "   LEFT JOIN room AS t ON t.kind = 'type' AND t.name = j.job_type"
-    "   LEFT JOIN room AS q ON q.kind = 'queue' AND q.name = j.queue"
-    "   LEFT JOIN keys AS k ON k.job_type = j.job_type AND k.concurrency_key = j.concurrency_key"
     "   WHERE j.status IN ('pending', 'retryable')"
-    "   AND j.run_at <= coalesce(%(now)s::timestamptz, now())"
+    "   AND j.run_at <= coalesce(%(now)s::timestamptz, clock_timestamp())"
     "   AND (%(queues)s::text[] IS NULL OR j.queue = ANY(%(queues)s::text[]))"
     "   AND (%(job_types)s::text[] IS NULL OR j.job_type = ANY(%(job_types)s::text[]))"
     "   AND j.queue <> ALL(ARRAY(SELECT queue FROM jobvisor_queue_pauses))"
     "   AND EXISTS (SELECT 1 FROM room WHERE room > 0)"  # else no scan at all
-    "   AND (t.name IS NOT NULL OR q.name IS NOT NULL)"
-    "   AND coalesce(t.room, 1) > 0 AND coalesce(q.room, 1) > 0"
-    "   AND (j.concurrency_key IS NULL OR t.key_concurrency IS NULL"
-    "     OR t.key_concurrency > coalesce(k.n, 0))"
+    # Limited jobs of groups with room, keys not saturated: each test reads
+    # a small list once per statement (an array, a hashed subplan).
+    "   AND (j.job_type = ANY(ARRAY(SELECT name FROM room WHERE kind = 'type'))"
+    "     OR j.queue = ANY(ARRAY(SELECT name FROM room WHERE kind = 'queue')))"
+    "   AND j.job_type <> ALL(ARRAY(SELECT name FROM room WHERE kind = 'type' AND room <= 0))"
+    "   AND j.queue <> ALL(ARRAY(SELECT name FROM room WHERE kind = 'queue' AND room <= 0))"
+    "   AND (j.concurrency_key IS NULL"
+    "     OR (j.job_type, j.concurrency_key) NOT IN (SELECT * FROM full_keys))"
     "   ORDER BY j.priority DESC, j.run_at, j.id LIMIT %(window)s FOR UPDATE OF j SKIP LOCKED),"
+    " cand AS (SELECT c.*, t.room AS troom, q.room AS qroom,"
+    "   t.key_concurrency - coalesce(k.n, 0) AS kroom FROM picks AS c"
+    "   LEFT JOIN room AS t ON t.kind = 'type' AND t.name = c.job_type"
+    "   LEFT JOIN room AS q ON q.kind = 'queue' AND q.name = c.queue"
+    "   LEFT JOIN keys AS k ON k.job_type = c.job_type AND k.concurrency_key = c.concurrency_key),"
     # Each limit ranks only the candidates the limits before it let pass:
     # per key, then per type, then per queue.
     " by_key AS (SELECT id, queue, job_type, priority, run_at, troom, qroom FROM ("
@@ -222,9 +234,9 @@ JOB_CLAIM_LIMITED: Final[LiteralString] = (
     "   ORDER BY priority DESC, run_at, id LIMIT %(limit)s)"
     " UPDATE jobvisor_jobs AS j SET status = 'running', attempts = j.attempts + 1,"
     " claim_token = gen_random_uuid(), worker_id = %(worker_id)s,"
-    " lease_expires_at = coalesce(%(now)s::timestamptz, now())"
+    " lease_expires_at = coalesce(%(now)s::timestamptz, clock_timestamp())"
     "   + %(lease)s::float8 * interval '1 second',"
-    " started_at = coalesce(%(now)s::timestamptz, now())"
+    " started_at = coalesce(%(now)s::timestamptz, clock_timestamp())"
     " FROM picked WHERE j.id = picked.id"
     " RETURNING j.id, j.queue, j.job_type, j.payload, j.priority, j.run_at, j.status,"
     " j.attempts, j.max_attempts, j.last_error, j.correlation_id, j.dedupe_key,"
@@ -237,9 +249,10 @@ LIMIT_TAKE_TOKENS: Final[LiteralString] = (
     # what the claim started from each.
     "UPDATE jobvisor_limits AS l SET tokens = least(l.rate_count::float8,"
     "   coalesce(l.tokens, l.rate_count) + greatest(0, extract(epoch FROM"
-    "   coalesce(%(now)s::timestamptz, now()) - coalesce(l.refilled_at,"
-    "   coalesce(%(now)s::timestamptz, now())))) * l.rate_count / l.rate_period) - c.n,"
-    " refilled_at = coalesce(%(now)s::timestamptz, now())"
+    "   coalesce(%(now)s::timestamptz, clock_timestamp()) - coalesce(l.refilled_at,"
+    "   coalesce(%(now)s::timestamptz, clock_timestamp()))))"
+    "   * l.rate_count / l.rate_period) - c.n,"
+    " refilled_at = greatest(l.refilled_at, coalesce(%(now)s::timestamptz, clock_timestamp()))"
     " FROM unnest(%(kinds)s::text[], %(names)s::text[], %(counts)s::int[]) AS c(kind, name, n)"
     " WHERE l.kind = c.kind AND l.name = c.name AND l.rate_count IS NOT NULL"
 )

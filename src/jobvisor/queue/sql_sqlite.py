@@ -134,9 +134,10 @@ JOB_CLAIM: Final[LiteralString] = (
 )
 
 LIMIT_LOCK: Final[LiteralString] = (
-    # The limited groups a claim with these filters could take jobs of. The
+    # The limited groups a claim with these filters could take jobs of, each
+    # with whether it has a rate. The
     # write lock every claim holds already serialises the limited claims.
-    "SELECT kind, name, NULL FROM jobvisor_limits"
+    "SELECT kind, name, rate_count IS NOT NULL, NULL FROM jobvisor_limits"
     " WHERE (kind = 'type' AND (:job_types IS NULL"
     "   OR name IN (SELECT value FROM json_each(:job_types))))"
     " OR (kind = 'queue' AND (:queues IS NULL OR name IN (SELECT value FROM json_each(:queues))))"
@@ -170,23 +171,30 @@ JOB_CLAIM_LIMITED: Final[LiteralString] = (
     "     2147483647), coalesce(l.tokens, 2147483647)) AS room FROM lim AS l),"
     " keys AS MATERIALIZED (SELECT job_type, concurrency_key, count(*) AS n FROM run"
     "   WHERE concurrency_key IS NOT NULL GROUP BY job_type, concurrency_key),"
-    " cand AS (SELECT j.id, j.queue, j.job_type, j.concurrency_key, j.priority, j.run_at,"
-    "   t.room AS troom, q.room AS qroom, t.key_concurrency - coalesce(k.n, 0) AS kroom"
+    " full_keys AS MATERIALIZED (SELECT k.job_type, k.concurrency_key FROM keys AS k"
+    "   JOIN room AS t ON t.kind = 'type' AND t.name = k.job_type"
+    "   WHERE k.n >= t.key_concurrency),"
+    " picks AS (SELECT j.id, j.queue, j.job_type, j.concurrency_key, j.priority, j.run_at"
     "   FROM jobvisor_jobs AS j"
-    "   LEFT JOIN room AS t ON t.kind = 'type' AND t.name = j.job_type"
-    "   LEFT JOIN room AS q ON q.kind = 'queue' AND q.name = j.queue"
-    "   LEFT JOIN keys AS k ON k.job_type = j.job_type AND k.concurrency_key = j.concurrency_key"
     "   WHERE j.status IN ('pending', 'retryable')"
     "   AND j.run_at <= coalesce(:now, (julianday('now') - 2440587.5) * 86400.0)"
     "   AND (:queues IS NULL OR j.queue IN (SELECT value FROM json_each(:queues)))"
     "   AND (:job_types IS NULL OR j.job_type IN (SELECT value FROM json_each(:job_types)))"
     "   AND j.queue NOT IN (SELECT queue FROM jobvisor_queue_pauses)"
     "   AND EXISTS (SELECT 1 FROM room WHERE room > 0)"  # else no scan at all
-    "   AND (t.name IS NOT NULL OR q.name IS NOT NULL)"
-    "   AND coalesce(t.room, 1) > 0 AND coalesce(q.room, 1) > 0"
-    "   AND (j.concurrency_key IS NULL OR t.key_concurrency IS NULL"
-    "     OR t.key_concurrency > coalesce(k.n, 0))"
+    # Limited jobs of groups with room, keys not saturated.
+    "   AND (j.job_type IN (SELECT name FROM room WHERE kind = 'type')"
+    "     OR j.queue IN (SELECT name FROM room WHERE kind = 'queue'))"
+    "   AND j.job_type NOT IN (SELECT name FROM room WHERE kind = 'type' AND room <= 0)"
+    "   AND j.queue NOT IN (SELECT name FROM room WHERE kind = 'queue' AND room <= 0)"
+    "   AND (j.concurrency_key IS NULL"
+    "     OR (j.job_type, j.concurrency_key) NOT IN (SELECT * FROM full_keys))"
     "   ORDER BY j.priority DESC, j.run_at, j.id LIMIT :window),"
+    " cand AS (SELECT c.*, t.room AS troom, q.room AS qroom,"
+    "   t.key_concurrency - coalesce(k.n, 0) AS kroom FROM picks AS c"
+    "   LEFT JOIN room AS t ON t.kind = 'type' AND t.name = c.job_type"
+    "   LEFT JOIN room AS q ON q.kind = 'queue' AND q.name = c.queue"
+    "   LEFT JOIN keys AS k ON k.job_type = c.job_type AND k.concurrency_key = c.concurrency_key),"
     # Each limit ranks only the candidates the limits before it let pass:
     # per key, then per type, then per queue.
     " by_key AS (SELECT id, queue, job_type, priority, run_at, troom, qroom FROM ("
