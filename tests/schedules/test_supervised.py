@@ -119,5 +119,5 @@ def test_three_supervisors_with_the_leader_killed_ten_times_enqueue_each_tick_on
     took = time.monotonic() - began
     for service in live:
         assert service.stop() == 0
-    got = assert_one_job_per_tick(pg_url)
-    assert len(got) >= took - 5  # one job per second throughout, none lost to a kill
+    got = assert_one_job_per_tick(pg_url)  # none missing, none doubled
+    assert took >= 100 and len(got) >= 100  # ten takeovers, about two minutes of ticks
