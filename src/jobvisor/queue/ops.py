@@ -65,6 +65,11 @@ PAUSE_LOCK_TIMEOUT_MS = 5000
 # a statement more) for this long. A limit set meanwhile is obeyed at once (the
 # plain claim skips limited groups by itself); its jobs wait this long at most.
 LIMITS_RECHECK = 1.0
+# While limited groups are in play, a plain claim that came back short (no
+# more unlimited jobs were due) is not tried again for this long: with a
+# backlog of limited jobs it reads past all of them each time. An unlimited
+# job enqueued meanwhile waits this long at most.
+PLAIN_RECHECK = 0.05
 # A limited claim looks at this many candidates per job it may claim (at
 # least CLAIM_WINDOW_MIN), so a few jobs over their group's room at the head
 # do not hide the others.
@@ -77,13 +82,15 @@ MAX_ERROR_CHARS = 8000
 
 class LimitsSeen:
     """What this queue's claims last saw of the limits, per claim filter:
-    whether a limited group was relevant, and when that was looked at. Only
-    a hint for when to try a limited claim; never what decides a limit."""
+    whether a limited group was relevant, and when that was looked at; and
+    when the plain claim last came back short. Only hints for which claims
+    to try; never what decides a limit."""
 
-    __slots__ = ("_seen", "_turn")
+    __slots__ = ("_dry", "_seen", "_turn")
 
     def __init__(self) -> None:
         self._seen: dict[Any, tuple[bool, float]] = {}
+        self._dry: dict[Any, float] = {}
         self._turn = False
 
     def worth_trying(self, key: Any) -> bool:
@@ -99,9 +106,24 @@ class LimitsSeen:
         self._turn = not self._turn
         return self._turn and self._seen.get(key, (True, 0.0))[0]
 
+    def plain_worth_trying(self, key: Any) -> bool:
+        """Whether to run the plain claim beside a limited one: not for
+        `PLAIN_RECHECK` after it found fewer jobs than it asked for (it read
+        past every limited job to learn that)."""
+        return time.monotonic() - self._dry.get(key, -PLAIN_RECHECK) >= PLAIN_RECHECK
+
+    def plain_came_back(self, key: Any, *, short: bool) -> None:
+        if short:
+            self._dry[key] = time.monotonic()
+        else:
+            self._dry.pop(key, None)
+
     def forget(self) -> None:
-        """A limit changed through this queue: look again at the next claim."""
+        """A limit changed through this queue: look again at the next claim
+        (and start the turns again)."""
         self._seen.clear()
+        self._dry.clear()
+        self._turn = False
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -498,12 +520,15 @@ def claim(
 
     def steps() -> Steps[list[Job]]:
         trying = seen.worth_trying(key)
+        plain = not trying or seen.plain_worth_trying(key)
         jobs: list[Job] = []
-        if trying and seen.limited_first(key):
+        if trying and (not plain or seen.limited_first(key)):
             jobs = yield from _claim_limited(ctx, params, limit, key)
             trying = False
-        if len(jobs) < limit:
-            rows = yield Stmt(d.sql.JOB_CLAIM, {**params, "limit": limit - len(jobs)}, fetch="all")
+        if plain and len(jobs) < limit:
+            asked = limit - len(jobs)
+            rows = yield Stmt(d.sql.JOB_CLAIM, {**params, "limit": asked}, fetch="all")
+            seen.plain_came_back(key, short=len(rows) < asked)
             jobs.extend(d.job(r) for r in rows)
         if trying and len(jobs) < limit:
             jobs.extend((yield from _claim_limited(ctx, params, limit - len(jobs), key)))
