@@ -104,3 +104,17 @@ async def whoami(tag: str) -> dict[str, object]:
 @registry.task(retry=NO_WAIT, max_attempts=1)
 def explode(message: str) -> None:
     raise RuntimeError(message)
+
+
+@registry.task
+def fan_out(n: int) -> int:
+    """Enqueue `n` more jobs (on the queue bound on the registry)."""
+    add.enqueue_many([add.args(i, i) for i in range(n)])
+    return n
+
+
+@registry.task
+def later(seconds: float) -> None:
+    job = current_job()
+    assert job is not None
+    job.snooze(seconds)

@@ -52,7 +52,7 @@ def test_calling_a_task_calls_its_function() -> None:
     assert isinstance(send_email, Task)
     assert send_email.name == "send_email"
     assert ship.name == "ship_order"
-    names = ["add", "explode", "send_email", "ship_order", "whoami"]
+    names = ["add", "explode", "fan_out", "later", "send_email", "ship_order", "whoami"]
     assert [task.name for task in registry.tasks] == names
     assert registry.job_types == names
 
