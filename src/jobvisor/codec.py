@@ -23,6 +23,7 @@ import dataclasses
 import datetime as dt
 import decimal
 import enum
+import functools
 import math
 import sys
 import types
@@ -146,12 +147,18 @@ def _load_generic(origin: Any, args: tuple[Any, ...], value: Any) -> Any:
 
 
 def _load_dataclass(cls: type, value: Mapping[str, Any]) -> Any:
-    hints = type_hints(cls)
+    hints = _class_hints(cls)
     fields = {f.name: f for f in dataclasses.fields(cls) if f.init}
     unknown = sorted(set(value) - set(fields))
     if unknown:
         raise TypeError(f"{cls.__name__} has no field {unknown[0]!r}")
     return cls(**{name: load(hints.get(name, Any), v) for name, v in value.items()})
+
+
+@functools.lru_cache(maxsize=1024)
+def _class_hints(cls: type) -> dict[str, Any]:
+    """A dataclass's field hints, resolved once (resolving them is slow)."""
+    return type_hints(cls)
 
 
 def type_hints(target: Any) -> dict[str, Any]:

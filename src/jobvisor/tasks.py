@@ -36,7 +36,7 @@ import datetime as dt
 import inspect
 import uuid
 from collections.abc import Callable, Iterable, Mapping
-from typing import TYPE_CHECKING, Any, Generic, ParamSpec, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, NoReturn, ParamSpec, Protocol, TypeVar
 
 from . import codec
 from .queue.errors import InvalidArgument, JobvisorError
@@ -172,15 +172,25 @@ class Task(Generic[P, R]):
             bound = self.signature.bind(*args, **kwargs)
         except TypeError as exc:
             raise InvalidArgument(f"{self.name}: {exc}") from None
-        payload: dict[str, Any] = {}
-        for name, value in bound.arguments.items():
-            where = f"{self.name}: argument {name!r}"
-            payload[name] = plain = codec.dump(value, where)
-            try:
-                payload_json(plain)
-            except InvalidArgument as exc:
-                raise InvalidArgument(f"{where}: {exc}") from None
+        payload = {
+            name: codec.dump(value, f"{self.name}: argument {name!r}")
+            for name, value in bound.arguments.items()
+        }
+        try:
+            payload_json(payload)
+        except InvalidArgument:
+            self._refuse(payload)
         return payload
+
+    def _refuse(self, payload: dict[str, Any]) -> NoReturn:
+        """Raise the payload check's error, naming the first argument it refuses."""
+        for name, value in payload.items():
+            try:
+                payload_json(value)
+            except InvalidArgument as exc:
+                raise InvalidArgument(f"{self.name}: argument {name!r}: {exc}") from None
+        payload_json(payload)  # refused as a whole only (nested too deep): its own error
+        raise AssertionError("unreachable: the payload was refused")
 
     def enqueue(self, *args: P.args, **kwargs: P.kwargs) -> uuid.UUID:
         """Enqueue a job that calls the function with these arguments; returns
