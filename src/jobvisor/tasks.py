@@ -30,6 +30,7 @@ caller's transaction, as `conn=` does on the queue.
 
 from __future__ import annotations
 
+import contextlib
 import contextvars
 import dataclasses
 import datetime as dt
@@ -40,7 +41,7 @@ from typing import TYPE_CHECKING, Any, Generic, NoReturn, ParamSpec, Protocol, T
 
 from . import codec
 from .queue.errors import InvalidArgument, JobvisorError
-from .queue.model import NewJob, payload_json
+from .queue.model import NewJob, OnConflict, Unique, payload_json
 
 if TYPE_CHECKING:
     from .queue.api import AsyncQueue, Queue
@@ -61,6 +62,8 @@ JOB_OPTIONS = (
     "run_at",
     "dedupe_key",
     "correlation_id",
+    "unique",
+    "on_conflict",
 )
 
 _current_job: contextvars.ContextVar[JobContext | None] = contextvars.ContextVar(
@@ -126,6 +129,27 @@ def intercept(interceptor: Interceptor | None) -> Interceptor | None:
     return previous
 
 
+def _json_defaults(signature: inspect.Signature) -> dict[str, Any]:
+    """The parameters' defaults in their JSON form (those that have one)."""
+    out: dict[str, Any] = {}
+    for name, parameter in signature.parameters.items():
+        if parameter.default is not inspect.Parameter.empty:
+            with contextlib.suppress(InvalidArgument):
+                out[name] = codec.dump(parameter.default, name)
+    return out
+
+
+def _same_json(a: Any, b: Any) -> bool:
+    """Whether two JSON values are the same JSON (`1 == True` in Python, not in JSON)."""
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, list):
+        return len(a) == len(b) and all(map(_same_json, a, b))
+    if isinstance(a, dict):
+        return a.keys() == b.keys() and all(_same_json(a[k], b[k]) for k in a)
+    return bool(a == b)
+
+
 class Task(Generic[P, R]):
     """A function registered as a job type (`Registry.task`). Calling it calls
     the function; `enqueue` and its siblings make jobs of it."""
@@ -152,6 +176,7 @@ class Task(Generic[P, R]):
         self.conn = conn
         self.signature = inspect.signature(func)
         self.is_async = inspect.iscoroutinefunction(func)
+        self.defaults = _json_defaults(self.signature)
         self._hints: dict[str, Any] | None = None
 
     def __call__(self, *args: P.args, **kwargs: P.kwargs) -> R:
@@ -166,16 +191,19 @@ class Task(Generic[P, R]):
 
     def payload(self, *args: Any, **kwargs: Any) -> dict[str, Any]:
         """The job payload these arguments make: `{parameter: JSON value}` for
-        each argument given. `InvalidArgument` when they do not fit the
-        function's signature or a value cannot be stored as JSON."""
+        each argument given, except one equal to its default (so that one call
+        has one payload, however it is spelled: `unique=Unique(by_args=True)`
+        and `dedupe_key` rely on it). `InvalidArgument` when they do not fit
+        the function's signature or a value cannot be stored as JSON."""
         try:
             bound = self.signature.bind(*args, **kwargs)
         except TypeError as exc:
             raise InvalidArgument(f"{self.name}: {exc}") from None
-        payload = {
-            name: codec.dump(value, f"{self.name}: argument {name!r}")
-            for name, value in bound.arguments.items()
-        }
+        payload = {}
+        for name, value in bound.arguments.items():
+            plain = codec.dump(value, f"{self.name}: argument {name!r}")
+            if name not in self.defaults or not _same_json(plain, self.defaults[name]):
+                payload[name] = plain
         try:
             payload_json(payload)
         except InvalidArgument:
@@ -240,6 +268,8 @@ class Task(Generic[P, R]):
         run_at: dt.datetime | None = None,
         dedupe_key: str | None = None,
         correlation_id: str | None = None,
+        unique: Unique | None = None,
+        on_conflict: OnConflict | str | None = None,
         using: Queue | AsyncQueue | None = None,
         conn: Any = None,
     ) -> Task[P, R]:
@@ -256,6 +286,8 @@ class Task(Generic[P, R]):
             "run_at": run_at,
             "dedupe_key": dedupe_key,
             "correlation_id": correlation_id,
+            "unique": unique,
+            "on_conflict": on_conflict,
         }
         options = {**self.options, **{k: v for k, v in given.items() if v is not None}}
         if delay is not None:

@@ -104,15 +104,8 @@ def _expected(target: str | Task[Any, Any], subset: Mapping[str, Any]) -> dict[s
 
 
 def _defaults(target: str | Task[Any, Any]) -> dict[str, Any]:
-    """A task's parameter defaults in JSON form (a payload stores only what was given)."""
-    if not isinstance(target, Task):
-        return {}
-    out: dict[str, Any] = {}
-    for name, parameter in target.signature.parameters.items():
-        if parameter.default is not inspect.Parameter.empty:
-            with contextlib.suppress(InvalidArgument):
-                out[name] = codec.dump(parameter.default, name)
-    return out
+    """A task's parameter defaults in JSON form (a payload leaves them out)."""
+    return dict(target.defaults) if isinstance(target, Task) else {}
 
 
 class Recorder:

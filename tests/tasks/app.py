@@ -15,7 +15,7 @@ import enum
 
 import pydantic
 
-from jobvisor import Registry, RetryPolicy
+from jobvisor import Registry, RetryPolicy, Unique
 from jobvisor.tasks import current_job
 
 registry = Registry()
@@ -118,3 +118,7 @@ def later(seconds: float) -> None:
     job = current_job()
     assert job is not None
     job.snooze(seconds)
+
+
+@registry.task(unique=Unique(by_args=True))
+def sync_account(account: int, full: bool = False) -> None: ...

@@ -18,12 +18,23 @@ import psycopg
 import pytest
 
 import jobvisor
-from jobvisor import AsyncQueue, InvalidArgument, Queue, Registry
+from jobvisor import AsyncQueue, InvalidArgument, Queue, Registry, Unique
 from jobvisor.queue.api import parse_url
 from jobvisor.tasks import NoQueueBound, Task
 from tests.conftest import run_with
 from tests.queue.helpers import row_count
-from tests.tasks.app import Address, Customer, Line, Order, Speed, add, registry, send_email, ship
+from tests.tasks.app import (
+    Address,
+    Customer,
+    Line,
+    Order,
+    Speed,
+    add,
+    registry,
+    send_email,
+    ship,
+    sync_account,
+)
 
 ORDER = Order(
     id=7,
@@ -52,7 +63,8 @@ def test_calling_a_task_calls_its_function() -> None:
     assert isinstance(send_email, Task)
     assert send_email.name == "send_email"
     assert ship.name == "ship_order"
-    names = ["add", "explode", "fan_out", "later", "send_email", "ship_order", "whoami"]
+    names = ["add", "explode", "fan_out", "later", "send_email", "ship_order", "sync_account"]
+    names.append("whoami")
     assert [task.name for task in registry.tasks] == names
     assert registry.job_types == names
 
@@ -245,3 +257,29 @@ def test_a_payload_that_does_not_fit_the_signature_fails_at_run(payload: Any, me
 
 def test_job_ids_are_uuids(bound: Queue) -> None:
     assert isinstance(send_email.enqueue(to="a", subject="b"), uuid.UUID)
+
+
+def test_one_call_makes_one_payload_however_it_is_spelled(bound: Queue) -> None:
+    """An argument equal to its default is left out, so `unique=Unique(by_args=True)`
+    sees the same job in `f(42)`, `f(account=42)` and `f(42, full=False)`."""
+    first = sync_account.enqueue(42)
+    assert sync_account.enqueue(account=42, full=False) == first
+    assert bound.get(first).payload == {"account": 42}
+    full = sync_account.enqueue(42, full=True)
+    assert full != first
+    assert bound.get(full).payload == {"account": 42, "full": True}
+    assert send_email.payload("a", "b", body="") == {"to": "a", "subject": "b"}
+    assert untyped(sync_account).payload(42, full=0) == {"account": 42, "full": 0}  # not False
+
+
+def test_unique_and_on_conflict_options(bound: Queue) -> None:
+    keyed = send_email.with_options(unique=Unique(key="digest"), on_conflict="replace")
+    first = keyed.enqueue("a@example.org", "old")
+    assert keyed.enqueue("a@example.org", "new") == first
+    assert bound.get(first).payload["subject"] == "new"  # replaced while pending
+    with pytest.raises(InvalidArgument, match=r"unique='digest': expected a jobvisor\.Unique"):
+        send_email.with_options(unique=untyped("digest"))
+    with pytest.raises(InvalidArgument, match="on_conflict='merge'"):
+        send_email.with_options(on_conflict="merge")
+    with pytest.raises(InvalidArgument, match="on_conflict='merge'"):
+        Registry().task(on_conflict="merge")(lambda: None)

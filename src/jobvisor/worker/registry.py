@@ -277,6 +277,8 @@ class Registry:
         timeout: float | None = None,
         hard_timeout: float | None = None,
         retry: RetryPolicy | None = None,
+        unique: Unique | None = None,
+        on_conflict: OnConflict | str | None = None,
     ) -> Callable[[Callable[P, R]], Task[P, R]]: ...
 
     def task(
@@ -289,21 +291,24 @@ class Registry:
         timeout: float | None = None,
         hard_timeout: float | None = None,
         retry: RetryPolicy | None = None,
+        unique: Unique | None = None,
+        on_conflict: OnConflict | str | None = None,
     ) -> Task[P, R] | Callable[[Callable[P, R]], Task[P, R]]:
         """Make the decorated function a task (`jobvisor.tasks`): a job type
         named `name` (default: the function's `__name__`) whose jobs call it
         with the arguments given to `task.enqueue(...)`. Bare `@registry.task`
-        takes every default. `queue`, `priority` and `max_attempts` are its
-        jobs' defaults (`with_options` changes them per enqueue); `timeout`,
-        `hard_timeout` and `retry` are the handler's (see `Handler`). Bad
-        options, or a name already registered, raise `InvalidArgument`."""
+        takes every default. `queue`, `priority`, `max_attempts`, `unique` and
+        `on_conflict` are its jobs' defaults (`with_options` changes them per
+        enqueue); `timeout`, `hard_timeout` and `retry` are the handler's
+        (see `Handler`). Bad options, or a name already registered, raise
+        `InvalidArgument`."""
 
         def register(func: Callable[P, R]) -> Task[P, R]:
             if not callable(func):
                 raise InvalidArgument(f"task {func!r}: expected a function")
+            given = {"max_attempts": max_attempts, "unique": unique, "on_conflict": on_conflict}
             options: dict[str, Any] = {"queue": queue, "priority": priority}
-            if max_attempts is not None:
-                options["max_attempts"] = max_attempts
+            options.update({k: v for k, v in given.items() if v is not None})
             task_name = name if isinstance(name, str) else func.__name__
             task = Task(func, name=task_name, registry=self, options=options)
             self.add(
@@ -313,6 +318,8 @@ class Registry:
                 hard_timeout=hard_timeout,
                 max_attempts=max_attempts,
                 retry=retry,
+                unique=unique,
+                on_conflict=on_conflict,
             )
             self._tasks[task_name] = task
             return task
