@@ -24,7 +24,8 @@
   argument that would not survive the queue fails here too), the return
   value is kept as `Enqueued.result`, in its JSON form. A task that raises
   makes the enqueue raise (`inline(raise_errors=False)` records the error
-  instead). A `delay` or `run_at` is ignored: it runs now.
+  instead). A `delay` or `run_at` is ignored, and so is `conn=`: the task
+  runs now, even if the caller's transaction later rolls back.
 - `drain(queue, registry=...)` works on a real queue: it claims every due job,
   runs its handler in-process and completes, fails, snoozes or cancels it
   through the queue's own API, until no job is due.

@@ -6,10 +6,20 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 import decimal
+from typing import Any
 
 import pytest
 
-from jobvisor import AsyncQueue, InvalidArgument, JobStatus, Queue, testing
+from jobvisor import (
+    AsyncQueue,
+    InvalidArgument,
+    JobContext,
+    JobStatus,
+    Queue,
+    Registry,
+    current_correlation_id,
+    testing,
+)
 from jobvisor.testing import Recorder, TestingError
 from tests.conftest import run_with
 from tests.queue.helpers import row_count
@@ -213,3 +223,33 @@ def test_drain_stops_a_job_that_never_ends(queue: Queue) -> None:
 def test_drain_needs_a_queue() -> None:
     with pytest.raises(InvalidArgument, match="expected a jobvisor Queue"):
         testing.drain(registry=registry)
+
+
+def test_drain_settles_cancels_bad_results_and_async_handlers_as_a_worker_does(
+    queue: Queue,
+) -> None:
+    local = Registry()
+
+    @local.handler("give_up")
+    def give_up(job: JobContext) -> None:
+        job.cancel("not today")
+
+    @local.handler("returns_bytes")
+    def returns_bytes(job: JobContext) -> bytes:
+        return b"not JSON"
+
+    @local.handler("async_ok", timeout=5)
+    async def async_ok(job: JobContext) -> dict[str, Any]:
+        await asyncio.sleep(0)
+        return {"seen": job.payload, "correlation_id": current_correlation_id()}
+
+    cancelled = queue.enqueue("give_up", max_attempts=1)
+    bad = queue.enqueue("returns_bytes", max_attempts=1)
+    ok = queue.enqueue("async_ok", {"n": 1}, correlation_id="req-1")
+    drained = testing.drain(queue, registry=local)
+    assert (drained.cancelled, drained.failed, drained.completed) == ([cancelled], [bad], [ok])
+    assert queue.get(cancelled).status == JobStatus.CANCELLED
+    assert queue.get(cancelled).last_error == "not today"
+    assert drained.errors[bad].startswith("InvalidResult: result=b'not JSON'")
+    assert queue.get(bad).status == JobStatus.DEAD
+    assert queue.get(ok).result == {"seen": {"n": 1}, "correlation_id": "req-1"}
