@@ -9,6 +9,7 @@ import contextlib
 import dataclasses
 import datetime as dt
 import decimal
+import functools
 import sqlite3
 import uuid
 from collections.abc import Iterator
@@ -162,7 +163,10 @@ def test_bad_task_declarations_are_refused() -> None:
 
     with pytest.raises(InvalidArgument, match="'twice': a handler is already registered"):
         local.task("twice")(lambda: None)
-    assert local.job_types == ["twice"]
+    with pytest.raises(InvalidArgument, match="has no __name__; give the task a name"):
+        local.task(functools.partial(print, "x"))
+    assert local.task("printer")(functools.partial(print, "x")).name == "printer"
+    assert local.job_types == ["printer", "twice"]
 
 
 def test_enqueue_many_takes_the_task_s_own_argument_bundles(bound: Queue, url: str) -> None:

@@ -309,7 +309,9 @@ class Registry:
             given = {"max_attempts": max_attempts, "unique": unique, "on_conflict": on_conflict}
             options: dict[str, Any] = {"queue": queue, "priority": priority}
             options.update({k: v for k, v in given.items() if v is not None})
-            task_name = name if isinstance(name, str) else func.__name__
+            task_name = name if isinstance(name, str) else getattr(func, "__name__", None)
+            if not isinstance(task_name, str):
+                raise InvalidArgument(f"task {func!r}: has no __name__; give the task a name")
             task = Task(func, name=task_name, registry=self, options=options)
             self.add(
                 task_name,
