@@ -13,7 +13,9 @@ pydantic is installed; jobvisor's `pydantic` extra), `datetime`, `date`,
 value). Anything else is refused by `dump` with an `InvalidArgument` naming
 where it was found, so a task is refused at enqueue, never at run time.
 
-The rebuild follows the hint only: a value whose hint is missing, `Any`, or
+The rebuild follows the hint only: a value whose hint is missing, `Any`,
+unresolvable (a class local to a function, a name imported only for type
+checkers), or
 a type not listed above comes back as the plain JSON value.
 """
 
@@ -162,11 +164,23 @@ def _class_hints(cls: type) -> dict[str, Any]:
 
 
 def type_hints(target: Any) -> dict[str, Any]:
-    """The resolved type hints of a function or class; those that cannot be
-    resolved (a name defined later, or only under TYPE_CHECKING) are left
-    out, so their values come back as plain JSON."""
+    """The resolved type hints of a function or class. When some cannot be
+    resolved (a name imported only under TYPE_CHECKING, a class local to a
+    function), the others are resolved one by one and those are left out,
+    so their values come back as plain JSON."""
     try:
         return typing.get_type_hints(target, include_extras=True)
     except Exception:
-        raw = getattr(target, "__annotations__", {})
-        return {k: v for k, v in raw.items() if not isinstance(v, str)}
+        pass
+    module = sys.modules.get(getattr(target, "__module__", ""), None)
+    namespace = getattr(target, "__globals__", None) or vars(module or typing)
+    hints: dict[str, Any] = {}
+    for name, annotation in getattr(target, "__annotations__", {}).items():
+        try:
+            # What get_type_hints does, one annotation at a time.
+            hints[name] = (
+                eval(annotation, dict(namespace)) if isinstance(annotation, str) else annotation
+            )
+        except Exception:
+            continue
+    return hints

@@ -154,3 +154,21 @@ def test_positional_only_star_args_and_star_kwargs_are_stored_by_name() -> None:
         "scale": 1.0,
         "named": {"a": 3},
     }
+
+
+def test_a_hint_that_cannot_be_resolved_leaves_only_its_own_argument_plain() -> None:
+    @dataclasses.dataclass
+    class Local:  # local to this function: a string annotation cannot name it
+        n: int
+
+    local = Registry()
+
+    @local.task
+    def mixed(when: dt.date, local: Local, point: Point) -> None: ...
+
+    bound = mixed.arguments({"when": "2026-01-02", "local": {"n": 1}, "point": {"x": 1, "y": 2}})
+    assert bound.arguments == {
+        "when": dt.date(2026, 1, 2),
+        "local": {"n": 1},  # plain JSON: `Local` is not resolvable from a string
+        "point": Point(x=1, y=2),
+    }
