@@ -15,8 +15,7 @@ where it was found, so a task is refused at enqueue, never at run time.
 
 The rebuild follows the hint only: a value whose hint is missing, `Any`,
 unresolvable (a class local to a function, a name imported only for type
-checkers), or
-a type not listed above comes back as the plain JSON value.
+checkers), or a type not listed above comes back as the plain JSON value.
 """
 
 from __future__ import annotations
