@@ -168,6 +168,9 @@ def test_supervisor_rows_fresh_stale_and_forgotten(cqueue: Queue, clock: Clock) 
     assert [(r.id, r.leader, r.workers) for r in rows] == [("s-1", True, tuple(workers))]
     assert rows[0].uptime == pytest.approx(20, abs=0.1)
     assert [r.id for r in cqueue.supervisors(fresh=60)] == ["s-1", "s-2"]
+    cqueue.enqueue("t")
+    cqueue.claim("w-1")
+    assert cqueue.running_by_worker() == {"w-1": 1}
     assert cqueue.supervisor_prune(15) == 1
     cqueue.supervisor_forget("s-1")
     assert cqueue.supervisors(fresh=60) == []
@@ -222,6 +225,7 @@ def test_every_read_walks_an_index(queue: Queue, url: str) -> None:
         "JOB_COUNT_CAPPED": "jobvisor_jobs_",  # the status index, or the status's own
         "JOB_OLDEST_DUE_OF_QUEUES": "jobvisor_jobs_due_idx",
         "JOB_FINISHED_PER_MINUTE": "jobvisor_jobs_finished_idx",
+        "JOB_RUNNING_BY_WORKER": "jobvisor_jobs_",  # the lease index or the status index
     }
     for name, index in expected.items():
         given = {**params, "status": None} if name == "JOB_PAGE_OF_CORRELATION" else params

@@ -221,6 +221,7 @@ class Queue(_SyncBound):
     supervisors = _sync(browse.supervisors)
     supervisor_forget = _sync(browse.supervisor_forget)
     supervisor_prune = _sync(browse.supervisor_prune)
+    running_by_worker = _sync(browse.running_by_worker)
 
     def wait(self, job_id: uuid.UUID | str, timeout: float | dt.timedelta | None = None) -> Job:
         """Block until the job is terminal (completed, dead or cancelled) and
@@ -323,6 +324,7 @@ class AsyncQueue(_AsyncBound):
     supervisors = _async(browse.supervisors)
     supervisor_forget = _async(browse.supervisor_forget)
     supervisor_prune = _async(browse.supervisor_prune)
+    running_by_worker = _async(browse.running_by_worker)
 
     async def wait(
         self,

@@ -424,6 +424,16 @@ def supervisors(ctx: Ctx, *, fresh: float = SUPERVISOR_FRESH) -> Plan[list[Super
     return Plan(steps(), write=False, transaction=False)
 
 
+def running_by_worker(ctx: Ctx) -> Plan[dict[str, int]]:
+    """How many jobs each worker is running, by worker id."""
+    sql = ctx.dialect.sql.JOB_RUNNING_BY_WORKER
+
+    def steps() -> Steps[dict[str, int]]:
+        return {r[0]: int(r[1]) for r in (yield Stmt(sql, {}, fetch="all"))}
+
+    return Plan(steps(), write=False, transaction=False)
+
+
 def supervisor_forget(ctx: Ctx, supervisor_id: str) -> Plan[None]:
     """Delete a supervisor's row (at its clean stop)."""
     sql = ctx.dialect.sql.SUPERVISOR_DELETE

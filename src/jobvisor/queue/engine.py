@@ -173,6 +173,7 @@ class SqlSet(Protocol):
     SUPERVISOR_LIST: LiteralString
     SUPERVISOR_DELETE: LiteralString
     SUPERVISOR_PRUNE: LiteralString
+    JOB_RUNNING_BY_WORKER: LiteralString
 
 
 _STATUS = {status.value: status for status in JobStatus}

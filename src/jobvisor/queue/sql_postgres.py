@@ -631,3 +631,8 @@ SUPERVISOR_PRUNE: Final[LiteralString] = (
     "DELETE FROM jobvisor_supervisors WHERE heartbeat_at < coalesce(%(now)s::timestamptz, now())"
     " - %(age)s::float8 * interval '1 second'"
 )
+
+JOB_RUNNING_BY_WORKER: Final[LiteralString] = (
+    # How many jobs each worker is running (jobvisor_jobs_lease_idx: running jobs only).
+    "SELECT worker_id, count(*) FROM jobvisor_jobs WHERE status = 'running' GROUP BY worker_id"
+)

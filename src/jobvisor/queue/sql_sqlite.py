@@ -600,3 +600,9 @@ SUPERVISOR_PRUNE: Final[LiteralString] = (
     "DELETE FROM jobvisor_supervisors"
     " WHERE heartbeat_at < coalesce(:now, (julianday('now') - 2440587.5) * 86400.0) - :age"
 )
+
+JOB_RUNNING_BY_WORKER: Final[LiteralString] = (
+    # How many jobs each worker is running (jobvisor_jobs_lease_idx: running jobs only).
+    "SELECT worker_id, count(*) FROM jobvisor_jobs INDEXED BY jobvisor_jobs_lease_idx"
+    " WHERE status = 'running' GROUP BY worker_id"
+)
