@@ -73,7 +73,9 @@ class Dashboard:
             "csrf": self.guard.csrf_token(request),
             "flash": request.session.pop("flash", None),
             "engine": self.queue.engine,
-            "here": _here(request),
+            # A page answering a POST (a refusal, a confirmation) sends its
+            # links back to the page the form came from, never to the action.
+            "here": _here(request) if request.method == "GET" else context.get("next", "/"),
             "root": request.scope.get("root_path", ""),
             "next": "/",
         }
