@@ -32,12 +32,14 @@ from .model import UTC, JobStatus
 from .ops import Ctx
 
 COUNT_CAP: Final = 10_000  # jobs counted exactly per status before sampling
-SAMPLE_ROWS: Final = 200_000  # about how many rows a sampled count reads
+SAMPLE_ROWS: Final = 20_000  # about how many rows a sampled count reads
 PAGE_DEFAULT: Final = 50
 PAGE_MAX: Final = 500
 THROUGHPUT_MINUTES: Final = 60
 SUPERVISOR_FRESH: Final = 30.0  # a supervisor silent for longer is not shown
 PREVIEW_CHARS: Final = 200  # the statements cut payloads and errors to this
+_EPOCH: Final = dt.datetime(1970, 1, 1, tzinfo=UTC)
+_MICROSECOND: Final = dt.timedelta(microseconds=1)
 _FIRST_DUE: Final = (validate.MAX_INT32, uuid.UUID(int=0))  # before the first due job
 
 
@@ -195,15 +197,22 @@ def _before(d: Dialect, cursor: str | None) -> Any:
         raise InvalidArgument(f"cursor={cursor!r}: expected a job id") from None
 
 
+def _exact(d: Dialect) -> bool:
+    """Whether the engine keeps times as datetimes (PostgreSQL) rather than
+    epoch seconds (SQLite)."""
+    return d.name == "postgres"
+
+
 def _due_cursor(d: Dialect, cursor: str | None) -> dict[str, Any]:
     """A claim-order cursor: `priority~run_at~id` of the last job shown, the
-    time as the engine stores it (ISO time, or SQLite's epoch seconds)."""
+    time exactly as the engine stores it (microseconds since the epoch, or
+    SQLite's epoch seconds), in characters a URL keeps as they are."""
     if cursor is None or cursor == "":
         far_past = dt.datetime(1, 1, 2, tzinfo=UTC)
         return {"priority": _FIRST_DUE[0], "run_at": d.time(far_past), "after": d.id(_FIRST_DUE[1])}
     try:
         priority, raw, job_id = cursor.split("~")
-        run_at: Any = dt.datetime.fromisoformat(raw) if d.name == "postgres" else float(raw)
+        run_at: Any = _EPOCH + dt.timedelta(microseconds=int(raw)) if _exact(d) else float(raw)
         return {"priority": int(priority), "run_at": run_at, "after": d.id(uuid.UUID(job_id))}
     except ValueError:
         raise InvalidArgument(f"cursor={cursor!r}: expected priority~run_at~id") from None
@@ -212,7 +221,8 @@ def _due_cursor(d: Dialect, cursor: str | None) -> dict[str, Any]:
 def _next_cursor(d: Dialect, order: JobOrder, last: Sequence[Any]) -> str:
     if order is JobOrder.NEWEST:
         return str(d.id_out(last[0]))
-    raw = last[7].isoformat() if isinstance(last[7], dt.datetime) else repr(last[7])
+    when = last[7]
+    raw = str((when - _EPOCH) // _MICROSECOND) if isinstance(when, dt.datetime) else repr(when)
     return f"{last[4]}~{raw}~{d.id_out(last[0])}"
 
 
@@ -254,6 +264,8 @@ def job_page(
 
     def steps() -> Steps[JobPage]:
         rows = yield Stmt(sql, params, fetch="all")
+        if how is JobOrder.DUE:  # the two parts of the claim order, merged
+            rows = sorted(rows, key=lambda r: (-r[4], r[7], r[0]))
         more = len(rows) > limit
         rows = rows[:limit]
         return JobPage(
@@ -418,7 +430,7 @@ def supervisors(ctx: Ctx, *, fresh: float = SUPERVISOR_FRESH) -> Plan[list[Super
                 workers=tuple(json.loads(r[7])),
                 now=_time(r[8]),
             )
-            for r in rows
+            for r in sorted(rows, key=lambda r: (r[1], _time(r[4]), r[0]))
         ]
 
     return Plan(steps(), write=False, transaction=False)

@@ -544,7 +544,8 @@ JOB_PAGE_DUE: Final[LiteralString] = (
     # A page of the jobs waiting to run, in claim order (the claim index),
     # after the cursor (priority, run_at, id): the rest of the cursor's
     # priority, then the lower ones. The first page's cursor is the highest
-    # priority with the earliest time.
+    # priority with the earliest time. Up to twice `limit` rows, unsorted: the
+    # caller merges the two (an outer sort would cost a JIT compile).
     "SELECT * FROM ("
     " (SELECT " + JOB_LISTING_COLUMNS + " FROM jobvisor_jobs"
     "  WHERE status IN ('pending', 'retryable') AND priority = %(priority)s"
@@ -560,7 +561,7 @@ JOB_PAGE_DUE: Final[LiteralString] = (
     "  AND (%(queue)s::text IS NULL OR queue = %(queue)s::text)"
     "  AND (%(job_type)s::text IS NULL OR job_type = %(job_type)s::text)"
     "  ORDER BY priority DESC, run_at, id LIMIT %(limit)s)"
-    ") AS due ORDER BY priority DESC, run_at, id LIMIT %(limit)s"
+    ") AS due"
 )
 
 JOB_COUNT_CAPPED: Final[LiteralString] = (
@@ -618,7 +619,8 @@ SUPERVISOR_LIST: Final[LiteralString] = (
     " coalesce(%(now)s::timestamptz, now()) FROM jobvisor_supervisors"
     " WHERE heartbeat_at >= coalesce(%(now)s::timestamptz, now())"
     "   - %(fresh)s::float8 * interval '1 second'"
-    " ORDER BY host, started_at, id"
+    # Unsorted: the caller sorts (a sort priced out by enable_sort would
+    # make PostgreSQL compile the plan with its JIT).
 )
 
 SUPERVISOR_DELETE: Final[LiteralString] = (

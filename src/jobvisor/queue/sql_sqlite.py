@@ -512,7 +512,8 @@ JOB_PAGE_OF_CORRELATION: Final[LiteralString] = (
 
 JOB_PAGE_DUE: Final[LiteralString] = (
     # A page of the jobs waiting to run, in claim order, after the cursor
-    # (priority, run_at, id): the rest of its priority, then the lower ones.
+    # (priority, run_at, id): the rest of its priority, then the lower ones;
+    # up to twice `limit` rows, unsorted: the caller merges the two.
     "SELECT * FROM ("
     " SELECT * FROM (SELECT " + JOB_LISTING_COLUMNS + " FROM jobvisor_jobs"
     "  WHERE status IN ('pending', 'retryable') AND priority = :priority"
@@ -528,7 +529,7 @@ JOB_PAGE_DUE: Final[LiteralString] = (
     "  AND (:queue IS NULL OR queue = :queue)"
     "  AND (:job_type IS NULL OR job_type = :job_type)"
     "  ORDER BY priority DESC, run_at, id LIMIT :limit)"
-    ") ORDER BY priority DESC, run_at, id LIMIT :limit"
+    ")"
 )
 
 JOB_COUNT_CAPPED: Final[LiteralString] = (
@@ -587,7 +588,8 @@ SUPERVISOR_LIST: Final[LiteralString] = (
     "SELECT id, host, pid, version, started_at, heartbeat_at, leader, workers,"
     " coalesce(:now, (julianday('now') - 2440587.5) * 86400.0) FROM jobvisor_supervisors"
     " WHERE heartbeat_at >= coalesce(:now, (julianday('now') - 2440587.5) * 86400.0) - :fresh"
-    " ORDER BY host, started_at, id"
+    # Unsorted: the caller sorts (a sort priced out by enable_sort would
+    # make PostgreSQL compile the plan with its JIT).
 )
 
 SUPERVISOR_DELETE: Final[LiteralString] = (
