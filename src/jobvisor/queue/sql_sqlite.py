@@ -582,7 +582,7 @@ JOB_COUNT_SAMPLED: Final[LiteralString] = (
     # SQLite samples nothing: the exact count by queue and status (`percent`
     # is ignored), over the status index.
     "SELECT queue, status, count(*) FROM jobvisor_jobs"
-    " WHERE status IN (SELECT value FROM json_each(:statuses)) AND :percent IS NOT NULL"
+    " WHERE status IN (SELECT value FROM json_each(:statuses))"
     " GROUP BY queue, status"
 )
 

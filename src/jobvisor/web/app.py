@@ -34,7 +34,7 @@ from starlette.templating import Jinja2Templates
 
 from ..log import get_logger
 from ..queue.api import AsyncQueue
-from ..queue.browse import PAGE_DEFAULT, JobOrder, JobPage
+from ..queue.browse import COUNT_CAP, PAGE_DEFAULT, JobOrder, JobPage
 from ..queue.errors import InvalidArgument, JobNotFound, JobvisorError
 from ..queue.model import JobStatus
 from . import views
@@ -129,6 +129,7 @@ async def overview(request: Request) -> Response:
         "minutes": minutes,
         "fleet": fleet,
         "running": running,
+        "count_cap": COUNT_CAP,
     }
     return d.page(request, "overview.html", context)
 
