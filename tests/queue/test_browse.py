@@ -157,6 +157,24 @@ def test_throughput_counts_completed_and_dead_per_minute(cqueue: Queue, clock: C
     assert minutes[-1].start <= clock() < minutes[-1].start.replace(second=59, microsecond=9)
 
 
+def test_a_busy_minute_is_estimated_past_the_cap(pg_url: str) -> None:
+    clock = Clock()
+    queue = jobvisor.connect(pg_url, clock=clock)
+    queue.migrate()
+    start = clock().replace(second=0)
+    queue.enqueue_many([{"job_type": "t"}] * 40)
+    for i, job in enumerate(queue.claim("w", limit=40)):
+        clock.advance(0.5 if i else (start - clock()).total_seconds() + 10)
+        queue.complete(job)
+    clock.advance(60)
+    minutes = queue.throughput(minutes=2, cap=10)
+    busy = next(m for m in minutes if m.completed)
+    assert not busy.exact
+    assert 40 <= busy.completed <= 120  # 10 jobs in about 5 s: about 120 a minute, at least 40
+    assert [m.completed for m in queue.throughput(minutes=2)].count(40) == 1
+    queue.close()
+
+
 def test_supervisor_rows_fresh_stale_and_forgotten(cqueue: Queue, clock: Clock) -> None:
     workers = [{"id": "w-1", "pid": 12, "restarts": 0, "running": 2}]
     beat = SupervisorBeat("s-1", "host-a", 10, "0.1.0", True, workers)
@@ -214,7 +232,8 @@ def test_every_read_walks_an_index(queue: Queue, url: str) -> None:
         "after": some_id,
         "cap": 10_001,
         "now": None,
-        "minutes": 60,
+        "first": 29_000_000,
+        "last": 29_000_059,
         "queues": ["q1", "q2"] if pg else '["q1", "q2"]',
     }
     expected = {

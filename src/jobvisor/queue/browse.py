@@ -36,6 +36,7 @@ SAMPLE_ROWS: Final = 20_000  # about how many rows a sampled count reads
 PAGE_DEFAULT: Final = 50
 PAGE_MAX: Final = 500
 THROUGHPUT_MINUTES: Final = 60
+MINUTE_CAP: Final = 200  # finished jobs counted per minute and status before estimating
 SUPERVISOR_FRESH: Final = 30.0  # a supervisor silent for longer is not shown
 PREVIEW_CHARS: Final = 200  # the statements cut payloads and errors to this
 _EPOCH: Final = dt.datetime(1970, 1, 1, tzinfo=UTC)
@@ -100,9 +101,12 @@ class QueueState:
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class Minute:
+    """Jobs finished in one minute (estimated past `MINUTE_CAP` when not `exact`)."""
+
     start: dt.datetime
     completed: int
     dead: int
+    exact: bool = True
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -363,29 +367,49 @@ def _sampled(
         counts[key] = Count(max(scaled, counts.get(key, Count(0)).value), exact=exact)
 
 
-def throughput(ctx: Ctx, *, minutes: int = THROUGHPUT_MINUTES) -> Plan[list[Minute]]:
+def throughput(
+    ctx: Ctx, *, minutes: int = THROUGHPUT_MINUTES, cap: int = MINUTE_CAP
+) -> Plan[list[Minute]]:
     """Completed and dead jobs in each of the last `minutes` minutes, oldest
-    first, the current minute last (minutes without any count zero)."""
+    first, the current minute last (minutes without any count zero). A
+    minute with more than `cap` of either is estimated from the time its
+    first `cap` took (`Minute.exact` False); SQLite counts exactly."""
     d = ctx.dialect
     validate.count("minutes", minutes, high=24 * 60)
+    validate.count("cap", cap, high=validate.MAX_INT32)
     now = ctx.now()
 
     def steps() -> Steps[list[Minute]]:
         (clock,) = yield Stmt(d.sql.CLOCK_NOW, {"now": now}, fetch="one")
-        params = {"now": now, "minutes": minutes}
+        last = int(_time(clock).timestamp() // 60)
+        params = {"first": last - minutes + 1, "last": last, "cap": cap}
         rows = yield Stmt(d.sql.JOB_FINISHED_PER_MINUTE, params, fetch="all")
-        found: dict[tuple[int, str], int] = {(int(m), s): int(n) for m, s, n in rows}
-        current = int(_time(clock).timestamp() // 60)
+        found = {
+            int(m): (_per_minute(int(m), nc, c_at, cap), _per_minute(int(m), nd, d_at, cap))
+            for m, nc, c_at, nd, d_at in rows
+        }
+        none = (Count(0), Count(0))
         return [
             Minute(
                 start=dt.datetime.fromtimestamp(m * 60, UTC),
-                completed=found.get((m, JobStatus.COMPLETED.value), 0),
-                dead=found.get((m, JobStatus.DEAD.value), 0),
+                completed=found.get(m, none)[0].value,
+                dead=found.get(m, none)[1].value,
+                exact=found.get(m, none)[0].exact and found.get(m, none)[1].exact,
             )
-            for m in range(current - minutes + 1, current + 1)
+            for m in range(last - minutes + 1, last + 1)
         ]
 
     return Plan(steps(), write=False, transaction=False)
+
+
+def _per_minute(minute: int, counted: Any, last_at: Any, cap: int) -> Count:
+    """A minute's count; past the cap, scaled from the seconds the first
+    `cap` jobs took to the whole minute."""
+    n = int(counted or 0)
+    if last_at is None or n < cap:
+        return Count(n)
+    took = (_time(last_at) - dt.datetime.fromtimestamp(minute * 60, UTC)).total_seconds()
+    return Count(max(n, round(n * 60.0 / max(took, 0.001))), exact=False)
 
 
 # --- the fleet ----------------------------------------------------------------------

@@ -602,15 +602,16 @@ JOB_OLDEST_DUE_OF_QUEUES: Final[LiteralString] = (
 )
 
 JOB_FINISHED_PER_MINUTE: Final[LiteralString] = (
-    # Completed and dead jobs per minute (Unix minute) over the last `minutes`
-    # minutes (jobvisor_jobs_finished_idx, whose predicate SQLite must see
-    # word for word).
-    "SELECT CAST(finished_at / 60 AS INTEGER) AS minute, status, count(*)"
+    # Completed and dead jobs per Unix minute `first`..`last`, counted
+    # exactly (`cap` is PostgreSQL's; the times are NULL: nothing to
+    # extrapolate), over jobvisor_jobs_finished_idx, whose predicate SQLite
+    # must see word for word.
+    "SELECT CAST(finished_at / 60 AS INTEGER) AS minute,"
+    " sum(status = 'completed'), NULL, sum(status = 'dead'), NULL"
     " FROM jobvisor_jobs WHERE status IN ('completed', 'dead', 'cancelled')"
-    " AND status <> 'cancelled'"
-    " AND finished_at >= coalesce(:now, (julianday('now') - 2440587.5) * 86400.0)"
-    "   - :minutes * 60.0"
-    " GROUP BY minute, status"
+    " AND status <> 'cancelled' AND finished_at >= :first * 60.0"
+    " AND finished_at < (:last + 1) * 60.0 AND :cap > 0"
+    " GROUP BY minute"
 )
 
 SUPERVISOR_HEARTBEAT: Final[LiteralString] = (

@@ -80,7 +80,8 @@ def throughput_svg(minutes: Sequence[Minute]) -> Markup:
         x = i * slot
         done_h = plot * m.completed / top
         dead_h = plot * m.dead / top
-        title = escape(f"{m.start:%H:%M} UTC: {m.completed} completed, {m.dead} dead")
+        about = "" if m.exact else "about "
+        title = escape(f"{m.start:%H:%M} UTC: {about}{m.completed} completed, {m.dead} dead")
         bars.append(
             f"<g><title>{title}</title>"
             f'<rect class="completed" x="{x:.1f}" y="{plot - done_h:.1f}" '
