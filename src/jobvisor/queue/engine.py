@@ -163,6 +163,20 @@ class SqlSet(Protocol):
     SCHEDULE_ENABLED: LiteralString
     SCHEDULE_ADVANCE: LiteralString
     DB_OLDEST_XMIN: LiteralString
+    JOB_PAGE_NEWEST: LiteralString
+    JOB_PAGE_NEWEST_OF_STATUS: LiteralString
+    JOB_PAGE_OF_CORRELATION: LiteralString
+    JOB_PAGE_DUE: LiteralString
+    JOB_COUNT_CAPPED: LiteralString
+    JOB_COUNT_SAMPLED: LiteralString
+    JOB_ROWS_ESTIMATE: LiteralString
+    JOB_OLDEST_DUE_OF_QUEUES: LiteralString
+    JOB_FINISHED_PER_MINUTE: LiteralString
+    SUPERVISOR_HEARTBEAT: LiteralString
+    SUPERVISOR_LIST: LiteralString
+    SUPERVISOR_DELETE: LiteralString
+    SUPERVISOR_PRUNE: LiteralString
+    JOB_RUNNING_BY_WORKER: LiteralString
 
 
 _STATUS = {status.value: status for status in JobStatus}
