@@ -101,12 +101,19 @@ class Plan(Generic[T]):
     under READ COMMITTED anyway). PostgreSQL then runs each statement on its
     own, sparing the BEGIN and COMMIT round trips: the claim, the completion
     flush and the lease renewal are one round trip each. SQLite, where a
-    transaction costs no round trip, always runs a plan in one."""
+    transaction costs no round trip, always runs a plan in one.
+
+    `planner=True` says the plan's statements want jobvisor's planner
+    settings (`PG_PLANNER`: the claim). A PostgreSQL session has them from
+    its start; behind PgBouncer's transaction pooling, where nothing set on
+    a session may outlive a transaction, such a plan runs in a transaction
+    that sets them with SET LOCAL."""
 
     steps: Steps[T]
     conn: Any = None
     write: bool = True
     transaction: bool = True
+    planner: bool = False
 
 
 class SqlSet(Protocol):
@@ -677,14 +684,53 @@ PG_SESSION_SETUP: Final[LiteralString] = "SET random_page_cost = 1.1; SET enable
 # commits do not wait for the WAL flush. See `connect`.
 PG_ASYNC_COMMIT: Final[LiteralString] = "SET synchronous_commit = off"
 
+# Behind PgBouncer in transaction pooling, the next transaction may run on
+# another client's server connection: the planner settings are set for the
+# transaction of a `Plan.planner` plan only, in the round trip of its BEGIN.
+PG_BEGIN_PLANNER: Final[LiteralString] = (
+    "BEGIN; SET LOCAL random_page_cost = 1.1; SET LOCAL enable_sort = off"
+)
+PG_BEGIN_PLANNER_ASYNC_COMMIT: Final[LiteralString] = (
+    PG_BEGIN_PLANNER + "; SET LOCAL synchronous_commit = off"
+)
+
 # The pools' connections are in autocommit mode: a plan that wants a
 # transaction opens one with BEGIN (and the pool's context commits it, or rolls
 # it back on an error); a plan without one runs each statement on its own.
 PG_POOL_KWARGS: dict[str, Any] = {"autocommit": True}
 
+# Behind PgBouncer (before 1.21, or without max_prepared_statements) a
+# server-side prepared statement may be looked up on a server connection that
+# never prepared it: psycopg prepares none.
+PG_BOUNCER_KWARGS: dict[str, Any] = {**PG_POOL_KWARGS, "prepare_threshold": None}
 
-def _pg_setup(synchronous_commit: bool) -> LiteralString:
-    return PG_SESSION_SETUP if synchronous_commit else PG_SESSION_SETUP + "; " + PG_ASYNC_COMMIT
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class PgSession:
+    """How a runner's connections are set up: `setup`, run once per new
+    connection (None: nothing outlives a transaction), the connection
+    arguments, and how a `Plan.planner` plan begins (None: as any other)."""
+
+    setup: LiteralString | None
+    kwargs: dict[str, Any]
+    begin_planner: LiteralString | None
+
+    @classmethod
+    def build(cls, *, synchronous_commit: bool, pgbouncer: bool) -> PgSession:
+        if pgbouncer:
+            begin = PG_BEGIN_PLANNER if synchronous_commit else PG_BEGIN_PLANNER_ASYNC_COMMIT
+            return cls(None, PG_BOUNCER_KWARGS, begin)
+        setup = PG_SESSION_SETUP
+        if not synchronous_commit:
+            setup += "; " + PG_ASYNC_COMMIT
+        return cls(setup, PG_POOL_KWARGS, None)
+
+    def opening(self, plan: Plan[Any]) -> LiteralString | None:
+        """The statement a plan's transaction begins with; None: it runs
+        each statement on its own."""
+        if plan.planner and self.begin_planner is not None:
+            return self.begin_planner
+        return "BEGIN" if plan.transaction else None
 
 
 class PostgresRunner:
@@ -693,15 +739,24 @@ class PostgresRunner:
     dialect: Dialect = POSTGRES
 
     def __init__(
-        self, url: str, *, min_size: int = 1, max_size: int = 4, synchronous_commit: bool = True
+        self,
+        url: str,
+        *,
+        min_size: int = 1,
+        max_size: int = 4,
+        synchronous_commit: bool = True,
+        pgbouncer: bool = False,
     ) -> None:
         self.target = url
         self.connecting = _Connecting()
-        setup = _pg_setup(synchronous_commit)
+        self.session = session = PgSession.build(
+            synchronous_commit=synchronous_commit, pgbouncer=pgbouncer
+        )
 
         def configure(conn: psycopg.Connection[Any]) -> None:
-            conn.execute(setup)
-            conn.commit()
+            if session.setup is not None:
+                conn.execute(session.setup)
+                conn.commit()
 
         self.pool = ConnectionPool(
             url,
@@ -710,7 +765,7 @@ class PostgresRunner:
             open=False,
             name="jobvisor",
             configure=configure,
-            kwargs=PG_POOL_KWARGS,
+            kwargs=session.kwargs,
             connection_class=_recording(psycopg.Connection, self.connecting),
         )
         self.pool.open(wait=False)
@@ -726,10 +781,11 @@ class PostgresRunner:
                 with plan.conn.cursor() as cur:
                     return drive(plan.steps, lambda s: _pg_execute(cur, s))
             self._first_connection()
-            begin = plan.transaction
+            opening = self.session.opening(plan)
+            begin = opening is not None
             with self.pool.connection() as conn, conn.cursor() as cur:
-                if begin:
-                    cur.execute("BEGIN")
+                if opening is not None:
+                    cur.execute(opening)
                 return drive(plan.steps, lambda s: _pg_execute(cur, s, begin=begin))
         except PoolTimeout as exc:
             raise self.connecting.unavailable(exc) from exc
@@ -760,15 +816,24 @@ class AsyncPostgresRunner:
     dialect: Dialect = POSTGRES
 
     def __init__(
-        self, url: str, *, min_size: int = 1, max_size: int = 4, synchronous_commit: bool = True
+        self,
+        url: str,
+        *,
+        min_size: int = 1,
+        max_size: int = 4,
+        synchronous_commit: bool = True,
+        pgbouncer: bool = False,
     ) -> None:
         self.target = url
         self.connecting = _Connecting()
-        setup = _pg_setup(synchronous_commit)
+        self.session = session = PgSession.build(
+            synchronous_commit=synchronous_commit, pgbouncer=pgbouncer
+        )
 
         async def configure(conn: psycopg.AsyncConnection[Any]) -> None:
-            await conn.execute(setup)
-            await conn.commit()
+            if session.setup is not None:
+                await conn.execute(session.setup)
+                await conn.commit()
 
         self.pool = AsyncConnectionPool(
             url,
@@ -777,7 +842,7 @@ class AsyncPostgresRunner:
             open=False,
             name="jobvisor",
             configure=configure,
-            kwargs=PG_POOL_KWARGS,
+            kwargs=session.kwargs,
             connection_class=_recording(psycopg.AsyncConnection, self.connecting),
         )
         self._opened = False
@@ -800,10 +865,11 @@ class AsyncPostgresRunner:
                 async with plan.conn.cursor() as cur:
                     return await self._drive(cur, plan.steps)
             await self._first_connection()
-            begin = plan.transaction
+            opening = self.session.opening(plan)
+            begin = opening is not None
             async with self.pool.connection() as conn, conn.cursor() as cur:
-                if begin:
-                    await cur.execute("BEGIN")
+                if opening is not None:
+                    await cur.execute(opening)
                 return await self._drive(cur, plan.steps, begin=begin)
         except PoolTimeout as exc:
             raise self.connecting.unavailable(exc) from exc

@@ -417,7 +417,7 @@ def claim(
         jobs.sort(key=lambda j: (-j.priority, j.run_at, j.id))
         return jobs
 
-    return Plan(steps(), transaction=False)
+    return Plan(steps(), transaction=False, planner=True)
 
 
 def _lease(ctx: Ctx, lease: float | dt.timedelta | None) -> float:

@@ -169,7 +169,9 @@ class Supervisor:
             loop.add_signal_handler(signum, self._on_signal, signum)
         startup.log_start(self.config, supervisor_id=self.id, subreaper=children.become_subreaper())
         systemd.status(f"starting {self.config.workers} workers")
-        self.queue = connect_async(self.config.database_url, pool_size=2)
+        self.queue = connect_async(
+            self.config.database_url, pool_size=2, **self.config.connection()
+        )
         self.leadership = Leadership(self.queue, holder=self.id)
         self.database = services.DatabaseWatch(self.queue)
         self.xmin = services.xmin_watch(self.queue, self.metrics, lambda: self.config.xmin_warn)
