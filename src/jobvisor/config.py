@@ -105,7 +105,12 @@ def _flag(text: str) -> bool:
     raise ValueError
 
 
+# Short names of the registries jobvisor ships for application frameworks.
+APP_ALIASES = {"django": "jobvisor.contrib.django.worker:registry"}
+
+
 def _app(text: str) -> str:
+    text = APP_ALIASES.get(text.strip(), text)
     try:
         validate.module_attr(text)
     except InvalidArgument:
@@ -186,8 +191,8 @@ SETTINGS: tuple[Setting, ...] = (
         "app",
         "jobvisor.example:registry",
         _app,
-        "module:attribute naming a jobvisor Registry",
-        "the handlers to run",
+        "module:attribute naming a jobvisor Registry, or django",
+        "the handlers to run (django: the tasks of the project DJANGO_SETTINGS_MODULE names)",
     ),
     _bounded("workers", "2", _Count(validate.MAX_WORKERS), "worker processes"),
     _bounded(

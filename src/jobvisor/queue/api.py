@@ -23,6 +23,7 @@ from .engine import (
     AsyncPostgresRunner,
     AsyncRunner,
     AsyncSqliteRunner,
+    BorrowedRunner,
     Plan,
     PostgresRunner,
     SqliteRunner,
@@ -537,6 +538,39 @@ def connect(
     else:
         runner = SqliteRunner(target, busy_timeout=busy_timeout)
     return Queue(runner, ctx, url)
+
+
+def borrow(
+    lend: Callable[[], Any],
+    *,
+    engine: str,
+    max_payload_bytes: int | None = None,
+    max_result_bytes: int | None = None,
+) -> Queue:
+    """A queue on connections another library owns: `lend()` returns the
+    driver connection to use for each call (a psycopg 3 connection for
+    `engine="postgres"`, a `sqlite3` connection for `"sqlite"`), and every
+    call runs inside that connection's current transaction, beginning and
+    committing nothing, so what it enqueues commits or rolls back with the
+    owner's work. For integrations (`jobvisor.contrib.django`); the schema is
+    migrated through a queue of its own (`jobvisor migrate`). `InvalidArgument`
+    for an unknown engine."""
+    if engine not in ("postgres", "sqlite"):
+        raise InvalidArgument(f"engine={engine!r}: expected 'postgres' or 'sqlite'")
+    ctx = _ctx(
+        engine,
+        clock=None,
+        require_correlation_id=False,
+        retry=None,
+        default_retry=DEFAULT_RETRY,
+        lease=ops.DEFAULT_LEASE,
+        pool_size=1,
+        busy_timeout=10.0,
+        max_payload_bytes=max_payload_bytes,
+        max_result_bytes=max_result_bytes,
+    )
+    runner = BorrowedRunner(ctx.dialect, lend)
+    return Queue(runner, ctx, f"{engine}:(borrowed)")
 
 
 def connect_async(

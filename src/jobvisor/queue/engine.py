@@ -35,6 +35,7 @@ from collections.abc import (
 from typing import Any, Final, Generic, Literal, LiteralString, Protocol, TypeAlias, TypeVar
 
 import psycopg
+from psycopg.types.json import JsonbLoader, JsonLoader
 from psycopg_pool import AsyncConnectionPool, ConnectionPool, PoolTimeout
 
 from . import sql_postgres, sql_sqlite
@@ -1102,3 +1103,62 @@ class AsyncSqliteRunner:
 
     async def close(self) -> None:
         await asyncio.to_thread(self.sync.close)
+
+
+# --- a connection someone else owns ---------------------------------------------
+
+
+def _plain_cursor(conn: psycopg.Connection[Any]) -> psycopg.Cursor[Any]:
+    """A cursor on a psycopg connection an application configured for
+    itself, reading values as jobvisor's statements expect them: Django, for
+    one, sets its connections' cursor class to client-side binding and loads
+    JSON columns as text."""
+    cur = psycopg.Cursor(conn)
+    cur.adapters.register_loader("jsonb", JsonbLoader)
+    cur.adapters.register_loader("json", JsonLoader)
+    return cur
+
+
+class BorrowedRunner:
+    """Runs every plan on a connection its owner lends for the call (`lend()`
+    returns it: a web framework's connection of the current thread), within
+    whatever transaction the owner has open, or statement by statement when
+    it has none. It never begins, commits or closes anything: an operation
+    enqueued in the owner's transaction exists if and only if the owner
+    commits, and a plan that must commit part of its work (`migrate`,
+    batched clean-ups) is refused."""
+
+    def __init__(self, dialect: Dialect, lend: Callable[[], Any]) -> None:
+        self.dialect = dialect
+        self.lend = lend
+        self.target = "(borrowed connection)"
+
+    def run(self, plan: Plan[T]) -> T:
+        conn = plan.conn if plan.conn is not None else self.lend()
+        try:
+            if self.dialect is POSTGRES:
+                with _plain_cursor(conn) as cur:
+                    return drive(plan.steps, lambda s: _pg_execute(cur, _lendable(s)))
+            return drive(plan.steps, lambda s: _sqlite_execute(conn, _lendable(s), own=False))
+        except psycopg.Error as exc:
+            raise wrap_postgres(exc) from exc
+        except sqlite3.Error as exc:
+            raise wrap_sqlite(exc) from exc
+
+    @contextlib.contextmanager
+    def transaction(self) -> Iterator[Any]:
+        """The lent connection, in its owner's transaction (if any)."""
+        yield self.lend()
+
+    def close(self) -> None:
+        """Nothing to close: the connection is its owner's."""
+
+
+def _lendable(step: Step) -> Step:
+    """`step`, unless it would commit or migrate on a borrowed connection."""
+    if isinstance(step, Script) or step.fetch == "commit":
+        raise InvalidArgument(
+            "this operation commits as it goes or migrates: run it on a queue of its own "
+            "(jobvisor.connect), not on a borrowed connection"
+        )
+    return step
