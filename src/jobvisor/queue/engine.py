@@ -1108,12 +1108,27 @@ class AsyncSqliteRunner:
 # --- a connection someone else owns ---------------------------------------------
 
 
+class _UnpreparedCursor(psycopg.Cursor[Any]):
+    """Prepares nothing on the server: the session is its owner's (who may
+    be behind PgBouncer, or count on its own prepared statements)."""
+
+    def execute(
+        self,
+        query: Any,
+        params: Any = None,
+        *,
+        prepare: bool | None = None,
+        binary: bool | None = None,
+    ) -> Any:
+        return super().execute(query, params, prepare=False, binary=binary)
+
+
 def _plain_cursor(conn: psycopg.Connection[Any]) -> psycopg.Cursor[Any]:
     """A cursor on a psycopg connection an application configured for
     itself, reading values as jobvisor's statements expect them: Django, for
     one, sets its connections' cursor class to client-side binding and loads
     JSON columns as text."""
-    cur = psycopg.Cursor(conn)
+    cur = _UnpreparedCursor(conn)
     cur.adapters.register_loader("jsonb", JsonbLoader)
     cur.adapters.register_loader("json", JsonLoader)
     return cur
