@@ -129,6 +129,9 @@ class SqlSet(Protocol):
     JOB_COLUMNS_COPY: LiteralString
     JOB_INSERT: LiteralString
     JOB_GET_LIVE_BY_DEDUPE_KEY: LiteralString
+    JOB_INSERT_UNIQUE: LiteralString
+    JOB_INSERT_UNIQUE_REPLACE: LiteralString
+    JOB_GET_BY_UNIQUE_KEY: LiteralString
     JOB_NOTIFY: LiteralString
     JOB_CLAIM: LiteralString
     JOB_RENEW_MANY: LiteralString
@@ -168,6 +171,20 @@ class SqlSet(Protocol):
     SCHEDULE_ENABLED: LiteralString
     SCHEDULE_ADVANCE: LiteralString
     DB_OLDEST_XMIN: LiteralString
+    JOB_PAGE_NEWEST: LiteralString
+    JOB_PAGE_NEWEST_OF_STATUS: LiteralString
+    JOB_PAGE_OF_CORRELATION: LiteralString
+    JOB_PAGE_DUE: LiteralString
+    JOB_COUNT_CAPPED: LiteralString
+    JOB_COUNT_SAMPLED: LiteralString
+    JOB_ROWS_ESTIMATE: LiteralString
+    JOB_OLDEST_DUE_OF_QUEUES: LiteralString
+    JOB_FINISHED_PER_MINUTE: LiteralString
+    SUPERVISOR_HEARTBEAT: LiteralString
+    SUPERVISOR_LIST: LiteralString
+    SUPERVISOR_DELETE: LiteralString
+    SUPERVISOR_PRUNE: LiteralString
+    JOB_RUNNING_BY_WORKER: LiteralString
 
 
 _STATUS = {status.value: status for status in JobStatus}
@@ -293,7 +310,7 @@ class PostgresDialect:
 
 
 # A claim reads the first 19 columns; `get` and the dead-job reads add what a
-# job left behind: result, progress and errors.
+# job left behind (result, progress and errors) and its unique key.
 _CLAIM_COLUMNS: Final = 19
 
 
@@ -302,13 +319,14 @@ def _from_iso(value: str) -> dt.datetime:
 
 
 def _left_behind(row: Sequence[Any], at: Callable[[Any], dt.datetime]) -> tuple[Any, ...]:
-    """(result, progress, errors) from the last three columns, decoded; `at`
-    turns an error entry's time into a datetime."""
+    """(result, progress, errors, unique_key) from the columns after the
+    claim's, decoded; `at` turns an error entry's time into a datetime."""
     errors = row[21] or ()
     return (
         row[19],
         row[20],
         tuple({**entry, "at": at(entry["at"])} for entry in errors),
+        row[22],
     )
 
 
@@ -403,7 +421,9 @@ class SqliteDialect:
             _from_epoch(row[17]),
             json.loads(row[18]) if row[18] is not None else None,
             *(
-                _left_behind([*row[:19], *(_json(v) for v in row[19:])], _from_epoch_at)
+                _left_behind(
+                    [*row[:19], *(_json(v) for v in row[19:22]), *row[22:]], _from_epoch_at
+                )
                 if len(row) > _CLAIM_COLUMNS
                 else ()
             ),

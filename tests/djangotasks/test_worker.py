@@ -14,8 +14,8 @@ import pytest
 from jobvisor import JobStatus, Queue
 from jobvisor.config import Config
 from jobvisor.contrib.django.compat import TaskResultStatus
-from tests.django.conftest import django_env
 from tests.django_project.shop import tasks
+from tests.djangotasks.conftest import django_env
 from tests.invariants import assert_invariants
 from tests.supervisor.helpers import Service, services, wait_until
 
