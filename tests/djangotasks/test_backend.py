@@ -5,11 +5,13 @@ input, and results read back through the framework's API."""
 
 from __future__ import annotations
 
+import asyncio
 import datetime as dt
 import uuid
 from typing import Any
 
 import pytest
+from django.core.exceptions import ImproperlyConfigured
 from django.db import transaction
 from django.utils import timezone
 
@@ -143,3 +145,27 @@ def test_a_job_that_is_no_task_has_no_result(alias: str, jobs: Queue) -> None:
     job_id = jobs.enqueue("os.path.join", {"args": ["a"], "kwargs": {}})
     with pytest.raises(TaskResultDoesNotExist, match="not a task"):
         tasks.add.using(backend=alias).get_backend().get_result(str(job_id))
+
+
+def test_the_async_faces_enqueue_and_read_back(alias: str, jobs: Queue) -> None:
+    add = tasks.add.using(backend=alias)
+
+    async def both() -> tuple[Any, Any]:
+        result = await add.aenqueue(7, 8)
+        return result, await add.aget_result(result.id)
+
+    enqueued, fetched = asyncio.run(both())
+    assert fetched.id == enqueued.id and fetched.args == [7, 8]
+    assert jobs.get(enqueued.id).status is JobStatus.PENDING
+
+
+@pytest.mark.parametrize("value", [0, -1, "3", 10**6, True])
+def test_max_attempts_out_of_bounds_is_a_configuration_error(value: object) -> None:
+    with pytest.raises(ImproperlyConfigured, match="MAX_ATTEMPTS"):
+        JobvisorBackend("broken", {"OPTIONS": {"MAX_ATTEMPTS": value}})
+
+
+def test_max_attempts_is_the_jobs(alias: str, jobs: Queue) -> None:
+    backend = JobvisorBackend(alias, {"OPTIONS": {"DATABASE": alias, "MAX_ATTEMPTS": 3}})
+    result = backend.enqueue(tasks.add.using(backend=alias), [1], {"b": 2})
+    assert jobs.get(result.id).max_attempts == 3

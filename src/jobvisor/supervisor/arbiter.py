@@ -197,7 +197,9 @@ class Supervisor:
         assert self._wakeup is not None
         if self.config.http_addr:
             if self.config.dashboard == "on":
-                self.web_queue = connect_async(self.config.database_url, pool_size=2)
+                self.web_queue = connect_async(
+                    self.config.database_url, pool_size=2, **self.config.connection()
+                )
             self.http = await startup.serve_http(
                 self.config,
                 health=lambda: endpoints.health(self, tick=TICK),
