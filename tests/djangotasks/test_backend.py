@@ -80,6 +80,8 @@ def test_the_tasks_options_become_the_jobs(alias: str, jobs: Queue) -> None:
     assert jobs.claim("w-1")[0].id == uuid.UUID(urgent.id)  # higher Django priority first
 
     fetched = receipt.get_result(result.id)
+    assert fetched.task.backend == alias  # so that refresh() asks this backend again
+    fetched.refresh()
     assert fetched.status == TaskResultStatus.READY
     assert (fetched.task.priority, fetched.task.queue_name) == (-100, "mail")
     assert fetched.args == result.args and fetched.attempts == 0

@@ -108,11 +108,12 @@ def worker_ids(job: Job) -> list[str]:
     return [str(by_attempt.get(n) or "") for n in range(1, job.attempts + 1)]
 
 
-def _task_as_enqueued(task: Any, job: Job) -> Any:
-    """The task with the options its job was enqueued with; the task as
-    declared when the backend refuses them now (its QUEUES changed since)."""
+def _task_as_enqueued(task: Any, job: Job, backend: str) -> Any:
+    """The task with the options its job was enqueued with, on `backend` (so
+    `refresh()` asks the backend that read it); the task as declared when
+    the backend refuses them now (its QUEUES changed since)."""
     with contextlib.suppress(InvalidTask):
-        return task.using(priority=job.priority, queue_name=job.queue)
+        return task.using(priority=job.priority, queue_name=job.queue, backend=backend)
     return task
 
 
@@ -120,7 +121,7 @@ def task_result(job: Job, task: Any, backend: str) -> Any:
     """The `TaskResult` of `job`, a job of `task`."""
     args, kwargs = call_of(job)
     result = TaskResult(
-        task=_task_as_enqueued(task, job),
+        task=_task_as_enqueued(task, job, backend),
         id=str(job.id),
         status=STATUS[job.status],
         enqueued_at=job.created_at,
