@@ -102,3 +102,17 @@ def test_the_app_django_names_the_contrib_registry() -> None:
     config = Config.load(env={"JOBVISOR_APP": "django"})
     assert config.app == "jobvisor.contrib.django.worker:registry"
     assert config.to_env()["JOBVISOR_APP"] == "jobvisor.contrib.django.worker:registry"
+
+
+def test_without_the_projects_settings_the_service_does_not_start(
+    url: str, alias: str, workdir: Path
+) -> None:
+    service = Service(url, workdir, {"JOBVISOR_APP": "django"})
+    service.env.pop("DJANGO_SETTINGS_MODULE", None)
+    try:
+        service.start()
+        assert service.wait_exit(90) == 3
+    finally:
+        service.kill_everything()
+    [failed, *_] = service.events("worker.boot_failed")
+    assert "DJANGO_SETTINGS_MODULE is not set" in failed["error"]
