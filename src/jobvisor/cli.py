@@ -188,7 +188,12 @@ def _load_config(args: argparse.Namespace) -> Config:
 
 @contextlib.contextmanager
 def _queue(config: Config) -> Iterator[Queue]:
-    q = connect(config.database_url, pool_size=1, max_payload_bytes=config.max_payload_bytes)
+    q = connect(
+        config.database_url,
+        pool_size=1,
+        max_payload_bytes=config.max_payload_bytes,
+        **config.connection(),
+    )
     try:
         yield q
     finally:

@@ -511,7 +511,7 @@ def claim(
         return jobs
 
     # Each statement commits by itself, but for the limited claim's few.
-    return Plan(steps(), transaction=False)
+    return Plan(steps(), transaction=False, planner=True)
 
 
 def _claim_limited(ctx: Ctx, params: dict[str, Any], room: int, key: Any) -> Steps[list[Job]]:
