@@ -19,6 +19,7 @@ as one line, and the exit code says what happened:
 from __future__ import annotations
 
 import argparse
+import asyncio
 import contextlib
 import datetime as dt
 import json
@@ -41,7 +42,7 @@ from .config import (
     hide_database_url_flag,
 )
 from .exitcodes import ExitCode
-from .log import install_redacting_hooks
+from .log import install_redacting_hooks, setup_logging
 from .queue import (
     InvalidArgument,
     JobNotFound,
@@ -187,7 +188,12 @@ def _load_config(args: argparse.Namespace) -> Config:
 
 @contextlib.contextmanager
 def _queue(config: Config) -> Iterator[Queue]:
-    q = connect(config.database_url, pool_size=1, max_payload_bytes=config.max_payload_bytes)
+    q = connect(
+        config.database_url,
+        pool_size=1,
+        max_payload_bytes=config.max_payload_bytes,
+        **config.connection(),
+    )
     try:
         yield q
     finally:
@@ -202,6 +208,20 @@ def cmd_run(args: argparse.Namespace, config: Config) -> int:
     from .supervisor import main  # noqa: PLC0415
 
     return int(main(config))
+
+
+def cmd_web(args: argparse.Namespace, config: Config) -> int:
+    if not config.web_addr:
+        raise UsageError("JOBVISOR_WEB_ADDR is empty: expected host:port")
+    # Imported here: only this command (and `run` with the dashboard on) needs it.
+    from .web import serve  # noqa: PLC0415
+
+    setup_logging(config.log_format, config.log_level)
+    try:
+        asyncio.run(serve.run(config))
+    except OSError as exc:
+        raise OperationFailed(f"cannot serve on {config.web_addr}: {exc}") from None
+    return EXIT_OK
 
 
 def cmd_migrate(args: argparse.Namespace, config: Config) -> int:
@@ -873,6 +893,14 @@ def build_parser() -> argparse.ArgumentParser:
 
     run = command("run", "run the supervisor and its workers until SIGTERM", cmd_run)
     add_flags(run)
+
+    web = command(
+        "web", "serve the dashboard on JOBVISOR_WEB_ADDR (127.0.0.1:8080) until Ctrl-C", cmd_web
+    )
+    _database_flag(web)
+    web.add_argument(
+        "--web-addr", dest=FLAG_DEST + "web_addr", metavar="HOST:PORT", help="where to listen"
+    )
 
     migrate = command("migrate", "create or upgrade the database schema", cmd_migrate)
     _database_flag(migrate)

@@ -35,6 +35,7 @@ from collections.abc import (
 from typing import Any, Final, Generic, Literal, LiteralString, Protocol, TypeAlias, TypeVar
 
 import psycopg
+from psycopg.types.json import JsonbLoader, JsonLoader
 from psycopg_pool import AsyncConnectionPool, ConnectionPool, PoolTimeout
 
 from . import sql_postgres, sql_sqlite
@@ -104,12 +105,19 @@ class Plan(Generic[T]):
     under READ COMMITTED anyway). PostgreSQL then runs each statement on its
     own, sparing the BEGIN and COMMIT round trips: the claim, the completion
     flush and the lease renewal are one round trip each. SQLite, where a
-    transaction costs no round trip, always runs a plan in one."""
+    transaction costs no round trip, always runs a plan in one.
+
+    `planner=True` says the plan's statements want jobvisor's planner
+    settings (`PG_PLANNER`: the claim). A PostgreSQL session has them from
+    its start; behind PgBouncer's transaction pooling, where nothing set on
+    a session may outlive a transaction, such a plan runs in a transaction
+    that sets them with SET LOCAL."""
 
     steps: Steps[T]
     conn: Any = None
     write: bool = True
     transaction: bool = True
+    planner: bool = False
 
 
 class SqlSet(Protocol):
@@ -173,6 +181,20 @@ class SqlSet(Protocol):
     SCHEDULE_ENABLED: LiteralString
     SCHEDULE_ADVANCE: LiteralString
     DB_OLDEST_XMIN: LiteralString
+    JOB_PAGE_NEWEST: LiteralString
+    JOB_PAGE_NEWEST_OF_STATUS: LiteralString
+    JOB_PAGE_OF_CORRELATION: LiteralString
+    JOB_PAGE_DUE: LiteralString
+    JOB_COUNT_CAPPED: LiteralString
+    JOB_COUNT_SAMPLED: LiteralString
+    JOB_ROWS_ESTIMATE: LiteralString
+    JOB_OLDEST_DUE_OF_QUEUES: LiteralString
+    JOB_FINISHED_PER_MINUTE: LiteralString
+    SUPERVISOR_HEARTBEAT: LiteralString
+    SUPERVISOR_LIST: LiteralString
+    SUPERVISOR_DELETE: LiteralString
+    SUPERVISOR_PRUNE: LiteralString
+    JOB_RUNNING_BY_WORKER: LiteralString
 
 
 _STATUS = {status.value: status for status in JobStatus}
@@ -711,14 +733,53 @@ PG_SESSION_SETUP: Final[LiteralString] = "SET random_page_cost = 1.1; SET enable
 # commits do not wait for the WAL flush. See `connect`.
 PG_ASYNC_COMMIT: Final[LiteralString] = "SET synchronous_commit = off"
 
+# Behind PgBouncer in transaction pooling, the next transaction may run on
+# another client's server connection: the planner settings are set for the
+# transaction of a `Plan.planner` plan only, in the round trip of its BEGIN.
+PG_BEGIN_PLANNER: Final[LiteralString] = (
+    "BEGIN; SET LOCAL random_page_cost = 1.1; SET LOCAL enable_sort = off"
+)
+PG_BEGIN_PLANNER_ASYNC_COMMIT: Final[LiteralString] = (
+    PG_BEGIN_PLANNER + "; SET LOCAL synchronous_commit = off"
+)
+
 # The pools' connections are in autocommit mode: a plan that wants a
 # transaction opens one with BEGIN (and the pool's context commits it, or rolls
 # it back on an error); a plan without one runs each statement on its own.
 PG_POOL_KWARGS: dict[str, Any] = {"autocommit": True}
 
+# Behind PgBouncer (before 1.21, or without max_prepared_statements) a
+# server-side prepared statement may be looked up on a server connection that
+# never prepared it: psycopg prepares none.
+PG_BOUNCER_KWARGS: dict[str, Any] = {**PG_POOL_KWARGS, "prepare_threshold": None}
 
-def _pg_setup(synchronous_commit: bool) -> LiteralString:
-    return PG_SESSION_SETUP if synchronous_commit else PG_SESSION_SETUP + "; " + PG_ASYNC_COMMIT
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class PgSession:
+    """How a runner's connections are set up: `setup`, run once per new
+    connection (None: nothing outlives a transaction), the connection
+    arguments, and how a `Plan.planner` plan begins (None: as any other)."""
+
+    setup: LiteralString | None
+    kwargs: dict[str, Any]
+    begin_planner: LiteralString | None
+
+    @classmethod
+    def build(cls, *, synchronous_commit: bool, pgbouncer: bool) -> PgSession:
+        if pgbouncer:
+            begin = PG_BEGIN_PLANNER if synchronous_commit else PG_BEGIN_PLANNER_ASYNC_COMMIT
+            return cls(None, PG_BOUNCER_KWARGS, begin)
+        setup = PG_SESSION_SETUP
+        if not synchronous_commit:
+            setup += "; " + PG_ASYNC_COMMIT
+        return cls(setup, PG_POOL_KWARGS, None)
+
+    def opening(self, plan: Plan[Any]) -> LiteralString | None:
+        """The statement a plan's transaction begins with; None: it runs
+        each statement on its own."""
+        if plan.planner and self.begin_planner is not None:
+            return self.begin_planner
+        return "BEGIN" if plan.transaction else None
 
 
 class PostgresRunner:
@@ -727,15 +788,24 @@ class PostgresRunner:
     dialect: Dialect = POSTGRES
 
     def __init__(
-        self, url: str, *, min_size: int = 1, max_size: int = 4, synchronous_commit: bool = True
+        self,
+        url: str,
+        *,
+        min_size: int = 1,
+        max_size: int = 4,
+        synchronous_commit: bool = True,
+        pgbouncer: bool = False,
     ) -> None:
         self.target = url
         self.connecting = _Connecting()
-        setup = _pg_setup(synchronous_commit)
+        self.session = session = PgSession.build(
+            synchronous_commit=synchronous_commit, pgbouncer=pgbouncer
+        )
 
         def configure(conn: psycopg.Connection[Any]) -> None:
-            conn.execute(setup)
-            conn.commit()
+            if session.setup is not None:
+                conn.execute(session.setup)
+                conn.commit()
 
         self.pool = ConnectionPool(
             url,
@@ -744,7 +814,7 @@ class PostgresRunner:
             open=False,
             name="jobvisor",
             configure=configure,
-            kwargs=PG_POOL_KWARGS,
+            kwargs=session.kwargs,
             connection_class=_recording(psycopg.Connection, self.connecting),
         )
         self.pool.open(wait=False)
@@ -760,10 +830,11 @@ class PostgresRunner:
                 with plan.conn.cursor() as cur:
                     return drive(plan.steps, lambda s: _pg_execute(cur, s))
             self._first_connection()
-            begin = plan.transaction
+            opening = self.session.opening(plan)
+            begin = opening is not None
             with self.pool.connection() as conn, conn.cursor() as cur:
-                if begin:
-                    cur.execute("BEGIN")
+                if opening is not None:
+                    cur.execute(opening)
                 return drive(plan.steps, lambda s: _pg_execute(cur, s, begin=begin))
         except PoolTimeout as exc:
             raise self.connecting.unavailable(exc) from exc
@@ -794,15 +865,24 @@ class AsyncPostgresRunner:
     dialect: Dialect = POSTGRES
 
     def __init__(
-        self, url: str, *, min_size: int = 1, max_size: int = 4, synchronous_commit: bool = True
+        self,
+        url: str,
+        *,
+        min_size: int = 1,
+        max_size: int = 4,
+        synchronous_commit: bool = True,
+        pgbouncer: bool = False,
     ) -> None:
         self.target = url
         self.connecting = _Connecting()
-        setup = _pg_setup(synchronous_commit)
+        self.session = session = PgSession.build(
+            synchronous_commit=synchronous_commit, pgbouncer=pgbouncer
+        )
 
         async def configure(conn: psycopg.AsyncConnection[Any]) -> None:
-            await conn.execute(setup)
-            await conn.commit()
+            if session.setup is not None:
+                await conn.execute(session.setup)
+                await conn.commit()
 
         self.pool = AsyncConnectionPool(
             url,
@@ -811,7 +891,7 @@ class AsyncPostgresRunner:
             open=False,
             name="jobvisor",
             configure=configure,
-            kwargs=PG_POOL_KWARGS,
+            kwargs=session.kwargs,
             connection_class=_recording(psycopg.AsyncConnection, self.connecting),
         )
         self._opened = False
@@ -834,10 +914,11 @@ class AsyncPostgresRunner:
                 async with plan.conn.cursor() as cur:
                     return await self._drive(cur, plan.steps)
             await self._first_connection()
-            begin = plan.transaction
+            opening = self.session.opening(plan)
+            begin = opening is not None
             async with self.pool.connection() as conn, conn.cursor() as cur:
-                if begin:
-                    await cur.execute("BEGIN")
+                if opening is not None:
+                    await cur.execute(opening)
                 return await self._drive(cur, plan.steps, begin=begin)
         except PoolTimeout as exc:
             raise self.connecting.unavailable(exc) from exc
@@ -1072,3 +1153,77 @@ class AsyncSqliteRunner:
 
     async def close(self) -> None:
         await asyncio.to_thread(self.sync.close)
+
+
+# --- a connection someone else owns ---------------------------------------------
+
+
+class _UnpreparedCursor(psycopg.Cursor[Any]):
+    """Prepares nothing on the server: the session is its owner's (who may
+    be behind PgBouncer, or count on its own prepared statements)."""
+
+    def execute(
+        self,
+        query: Any,
+        params: Any = None,
+        *,
+        prepare: bool | None = None,
+        binary: bool | None = None,
+    ) -> Any:
+        return super().execute(query, params, prepare=False, binary=binary)
+
+
+def _plain_cursor(conn: psycopg.Connection[Any]) -> psycopg.Cursor[Any]:
+    """A cursor on a psycopg connection an application configured for
+    itself, reading values as jobvisor's statements expect them: Django, for
+    one, sets its connections' cursor class to client-side binding and loads
+    JSON columns as text."""
+    cur = _UnpreparedCursor(conn)
+    cur.adapters.register_loader("jsonb", JsonbLoader)
+    cur.adapters.register_loader("json", JsonLoader)
+    return cur
+
+
+class BorrowedRunner:
+    """Runs every plan on a connection its owner lends for the call (`lend()`
+    returns it: a web framework's connection of the current thread), within
+    whatever transaction the owner has open, or statement by statement when
+    it has none. It never begins, commits or closes anything: an operation
+    enqueued in the owner's transaction exists if and only if the owner
+    commits, and a plan that must commit part of its work (`migrate`,
+    batched clean-ups) is refused."""
+
+    def __init__(self, dialect: Dialect, lend: Callable[[], Any]) -> None:
+        self.dialect = dialect
+        self.lend = lend
+        self.target = "(borrowed connection)"
+
+    def run(self, plan: Plan[T]) -> T:
+        conn = plan.conn if plan.conn is not None else self.lend()
+        try:
+            if self.dialect is POSTGRES:
+                with _plain_cursor(conn) as cur:
+                    return drive(plan.steps, lambda s: _pg_execute(cur, _lendable(s)))
+            return drive(plan.steps, lambda s: _sqlite_execute(conn, _lendable(s), own=False))
+        except psycopg.Error as exc:
+            raise wrap_postgres(exc) from exc
+        except sqlite3.Error as exc:
+            raise wrap_sqlite(exc) from exc
+
+    @contextlib.contextmanager
+    def transaction(self) -> Iterator[Any]:
+        """The lent connection, in its owner's transaction (if any)."""
+        yield self.lend()
+
+    def close(self) -> None:
+        """Nothing to close: the connection is its owner's."""
+
+
+def _lendable(step: Step) -> Step:
+    """`step`, unless it would commit or migrate on a borrowed connection."""
+    if isinstance(step, Script) or step.fetch == "commit":
+        raise InvalidArgument(
+            "this operation commits as it goes or migrates: run it on a queue of its own "
+            "(jobvisor.connect), not on a borrowed connection"
+        )
+    return step

@@ -536,7 +536,7 @@ def claim(
         return jobs
 
     # Each statement commits by itself, but for the limited claim's few.
-    return Plan(steps(), transaction=False)
+    return Plan(steps(), transaction=False, planner=True)
 
 
 def _claim_limited(ctx: Ctx, params: dict[str, Any], room: int, key: Any) -> Steps[list[Job]]:
@@ -1498,7 +1498,8 @@ def clear_limit(ctx: Ctx, *, queue: str | None = None, job_type: str | None = No
     return Plan(steps())
 
 
-def _limit(row: Sequence[Any]) -> Limit:
+def limit_from_row(row: Sequence[Any]) -> Limit:
+    """A `Limit` from a row of LIMIT_LIST."""
     rate = None if row[4] is None else validate.rate_text(int(row[4]), float(row[5]))
     return Limit(LimitScope(row[0]), row[1], row[2], row[3], rate, LimitSource(row[6]))
 
@@ -1508,7 +1509,7 @@ def limits(ctx: Ctx) -> Plan[list[Limit]]:
     sql = ctx.dialect.sql.LIMIT_LIST
 
     def steps() -> Steps[list[Limit]]:
-        return [_limit(row) for row in (yield Stmt(sql, fetch="all"))]
+        return [limit_from_row(row) for row in (yield Stmt(sql, fetch="all"))]
 
     return Plan(steps(), write=False, transaction=False)
 
@@ -1528,7 +1529,7 @@ def limits_sync(ctx: Ctx, declared: Sequence[Limit], *, job_types: Sequence[str]
     def steps() -> Steps[int]:
         current = {
             (lim.scope.value, lim.name): lim
-            for lim in map(_limit, (yield Stmt(sql.LIMIT_LIST, fetch="all")))
+            for lim in map(limit_from_row, (yield Stmt(sql.LIMIT_LIST, fetch="all")))
         }
         wanted = [r for k, r in rows.items() if k not in current or _differs(current[k], r)]
         stale = [
