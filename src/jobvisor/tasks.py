@@ -62,6 +62,7 @@ JOB_OPTIONS = (
     "run_at",
     "dedupe_key",
     "correlation_id",
+    "concurrency_key",
     "unique",
     "on_conflict",
 )
@@ -268,6 +269,7 @@ class Task(Generic[P, R]):
         run_at: dt.datetime | None = None,
         dedupe_key: str | None = None,
         correlation_id: str | None = None,
+        concurrency_key: str | None = None,
         unique: Unique | None = None,
         on_conflict: OnConflict | str | None = None,
         using: Queue | AsyncQueue | None = None,
@@ -286,6 +288,7 @@ class Task(Generic[P, R]):
             "run_at": run_at,
             "dedupe_key": dedupe_key,
             "correlation_id": correlation_id,
+            "concurrency_key": concurrency_key,
             "unique": unique,
             "on_conflict": on_conflict,
         }

@@ -325,6 +325,9 @@ class Registry:
         retry: RetryPolicy | None = None,
         unique: Unique | None = None,
         on_conflict: OnConflict | str | None = None,
+        concurrency: int | None = None,
+        key_concurrency: int | None = None,
+        rate: str | None = None,
     ) -> Callable[[Callable[P, R]], Task[P, R]]: ...
 
     def task(
@@ -339,14 +342,18 @@ class Registry:
         retry: RetryPolicy | None = None,
         unique: Unique | None = None,
         on_conflict: OnConflict | str | None = None,
+        concurrency: int | None = None,
+        key_concurrency: int | None = None,
+        rate: str | None = None,
     ) -> Task[P, R] | Callable[[Callable[P, R]], Task[P, R]]:
         """Make the decorated function a task (`jobvisor.tasks`): a job type
         named `name` (default: the function's `__name__`) whose jobs call it
         with the arguments given to `task.enqueue(...)`. Bare `@registry.task`
         takes every default. `queue`, `priority`, `max_attempts`, `unique` and
         `on_conflict` are its jobs' defaults (`with_options` changes them per
-        enqueue); `timeout`, `hard_timeout` and `retry` are the handler's
-        (see `Handler`). Bad options, or a name already registered, raise
+        enqueue); `timeout`, `hard_timeout`, `retry` and the fleet-wide limits
+        `concurrency`, `key_concurrency` and `rate` are the handler's (see
+        `Handler`). Bad options, or a name already registered, raise
         `InvalidArgument`."""
 
         def register(func: Callable[P, R]) -> Task[P, R]:
@@ -368,6 +375,9 @@ class Registry:
                 retry=retry,
                 unique=unique,
                 on_conflict=on_conflict,
+                concurrency=concurrency,
+                key_concurrency=key_concurrency,
+                rate=rate,
             )
             self._tasks[task_name] = task
             return task
