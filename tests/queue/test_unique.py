@@ -327,3 +327,15 @@ def test_unique_is_a_frozen_value() -> None:
     # A key too long for an index entry is stored as its hash.
     long = Unique(key="\x01" * 1000).base_key("t", "{}")
     assert long.startswith('{"sha256":"') and len(long) < 100
+
+
+def test_a_bad_handler_default_is_refused_at_registration() -> None:
+    registry = Registry()
+    with pytest.raises(InvalidArgument, match=r"expected a jobvisor\.Unique"):
+        registry.add("a", lambda job: None, unique="k")  # type: ignore[arg-type]
+    with pytest.raises(InvalidArgument, match="on_conflict='merge'"):
+        registry.add("b", lambda job: None, unique=Unique(), on_conflict="merge")
+    assert len(registry) == 0
+    registry.add("c", lambda job: None, on_conflict="replace")  # a default for the enqueue's own
+    assert registry.job("c")["on_conflict"] == "replace"
+    assert "unique" not in registry.job("c")
