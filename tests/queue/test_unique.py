@@ -10,11 +10,13 @@ from typing import Any
 
 import pytest
 
+import jobvisor
 from jobvisor import AsyncQueue, InvalidArgument, JobStatus, Queue, Registry, Unique
 from jobvisor.queue import NewJob
 from tests.conftest import run_with
 from tests.invariants import assert_invariants
 from tests.queue.helpers import Clock, close_to, row_count
+from tests.tracing.test_migration import PENDING, make_version_1
 
 HOUR = 3600
 
@@ -339,3 +341,18 @@ def test_a_bad_handler_default_is_refused_at_registration() -> None:
     registry.add("c", lambda job: None, on_conflict="replace")  # a default for the enqueue's own
     assert registry.job("c")["on_conflict"] == "replace"
     assert "unique" not in registry.job("c")
+
+
+def test_unique_on_a_database_upgraded_with_jobs_in_it(url: str) -> None:
+    make_version_1(url)  # jobs in every status, written before the unique columns
+    with jobvisor.connect(url) as q:
+        q.migrate()
+        assert q.get(PENDING).unique_key is None
+        first = q.enqueue("send_email", unique=Unique(key="k-1"))
+        assert q.enqueue("send_email", unique=Unique(key="k-1")) == first
+        (old,) = q.claim("w-new", limit=1)  # the old job, first by priority
+        assert old.id == PENDING
+        q.complete(old)
+        assert q.get(first).unique_key is not None
+    assert row_count(url) == 5
+    assert_invariants(url)
