@@ -6,12 +6,22 @@ a job type's default, and bad input refused with nothing written."""
 from __future__ import annotations
 
 import datetime as dt
+from pathlib import Path
 from typing import Any
 
+import psycopg
 import pytest
 
 import jobvisor
-from jobvisor import AsyncQueue, InvalidArgument, JobStatus, Queue, Registry, Unique
+from jobvisor import (
+    AsyncQueue,
+    InvalidArgument,
+    JobStatus,
+    JobvisorError,
+    Queue,
+    Registry,
+    Unique,
+)
 from jobvisor.queue import NewJob
 from tests.conftest import run_with
 from tests.invariants import assert_invariants
@@ -356,3 +366,55 @@ def test_unique_on_a_database_upgraded_with_jobs_in_it(url: str) -> None:
         assert q.get(first).unique_key is not None
     assert row_count(url) == 5
     assert_invariants(url)
+
+
+def _operations_sql() -> list[str]:
+    """The statements docs/operations.md gives for building the index first."""
+    text = (Path(__file__).resolve().parents[2] / "docs" / "operations.md").read_text()
+    section = text.split("## Unique jobs", 1)[1]
+    block = section.split("```sql\n", 1)[1].split("```", 1)[0]
+    return [s.strip() for s in block.split(";") if s.strip()]
+
+
+def _before_migration_9(pg_url: str) -> None:
+    """Undo migration 0009 on a migrated database, as if it had not run yet."""
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        conn.execute("DROP TRIGGER jobvisor_jobs_unique_release ON jobvisor_jobs")
+        conn.execute("DROP INDEX jobvisor_jobs_unique_idx")
+        conn.execute("ALTER TABLE jobvisor_jobs DROP COLUMN unique_key, DROP COLUMN unique_states")
+        conn.execute("DELETE FROM jobvisor_migrations WHERE version = 9")
+
+
+def test_an_index_built_first_concurrently_is_taken_by_migrate(pg_url: str) -> None:
+    with jobvisor.connect(pg_url) as q:
+        q.migrate()
+        q.enqueue_many([{"job_type": "old"}] * 100)
+    _before_migration_9(pg_url)
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        for statement in _operations_sql():
+            conn.execute(statement.encode())
+    with jobvisor.connect(pg_url) as q:
+        assert q.migrate() == [9]
+        first = q.enqueue("sync", unique=Unique(key="k"))
+        assert q.enqueue("sync", unique=Unique(key="k")) == first
+        (job,) = q.claim("w1", job_types=["sync"])
+        q.complete(job)
+        assert q.get(first).unique_key is None  # the trigger came with the migration
+    assert row_count(pg_url) == 101
+
+
+def test_an_invalid_index_stops_migrate_saying_what_to_do(pg_url: str) -> None:
+    with jobvisor.connect(pg_url) as q:
+        q.migrate()
+        q.enqueue_many([{"job_type": "old"}] * 2)
+    _before_migration_9(pg_url)
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        add_column, build = _operations_sql()
+        conn.execute(add_column.encode())
+        conn.execute("UPDATE jobvisor_jobs SET unique_key = 'same'")  # the build will fail
+        with pytest.raises(psycopg.errors.UniqueViolation):
+            conn.execute(build.encode())
+    with jobvisor.connect(pg_url) as q:
+        with pytest.raises(JobvisorError, match="DROP INDEX CONCURRENTLY"):
+            q.migrate()
+        assert q.schema_version() < 9
