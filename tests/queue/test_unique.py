@@ -376,8 +376,11 @@ def _operations_sql() -> list[str]:
     return [s.strip() for s in block.split(";") if s.strip()]
 
 
-def _before_migration_9(pg_url: str) -> None:
-    """Undo migration 0009 on a migrated database, as if it had not run yet."""
+def _before_migration_9(pg_url: str, jobs: int) -> None:
+    """A database with `jobs` jobs, migrated up to 0009 and not 0009 itself."""
+    with jobvisor.connect(pg_url) as q:
+        q.migrate()
+        q.enqueue_many([{"job_type": "old"}] * jobs)
     with psycopg.connect(pg_url, autocommit=True) as conn:
         conn.execute("DROP TRIGGER jobvisor_jobs_unique_release ON jobvisor_jobs")
         conn.execute("DROP INDEX jobvisor_jobs_unique_idx")
@@ -386,10 +389,7 @@ def _before_migration_9(pg_url: str) -> None:
 
 
 def test_an_index_built_first_concurrently_is_taken_by_migrate(pg_url: str) -> None:
-    with jobvisor.connect(pg_url) as q:
-        q.migrate()
-        q.enqueue_many([{"job_type": "old"}] * 100)
-    _before_migration_9(pg_url)
+    _before_migration_9(pg_url, 100)
     with psycopg.connect(pg_url, autocommit=True) as conn:
         for statement in _operations_sql():
             conn.execute(statement.encode())
@@ -404,10 +404,7 @@ def test_an_index_built_first_concurrently_is_taken_by_migrate(pg_url: str) -> N
 
 
 def test_an_invalid_index_stops_migrate_saying_what_to_do(pg_url: str) -> None:
-    with jobvisor.connect(pg_url) as q:
-        q.migrate()
-        q.enqueue_many([{"job_type": "old"}] * 2)
-    _before_migration_9(pg_url)
+    _before_migration_9(pg_url, 2)
     with psycopg.connect(pg_url, autocommit=True) as conn:
         add_column, build = _operations_sql()
         conn.execute(add_column.encode())
