@@ -361,11 +361,9 @@ class NewJob:
             correlation_id=validate.key("correlation_id", correlation_id),
             concurrency_key=validate.key("concurrency_key", concurrency_key),
             # A job without `unique` (most of them) skips its checks.
-            **(
-                _unique_fields(job_type, text, unique, on_conflict, dedupe_key)
-                if unique is not None or on_conflict is not OnConflict.IGNORE
-                else _NO_UNIQUE
-            ),
+            unique=None
+            if unique is None and on_conflict is OnConflict.IGNORE
+            else _unique_key(job_type, text, unique, on_conflict, dedupe_key),
         )
 
     @property
@@ -374,13 +372,10 @@ class NewJob:
         return len(self.payload_json.encode("utf-8"))
 
 
-_NO_UNIQUE: Mapping[str, Any] = {}
-
-
-def _unique_fields(
+def _unique_key(
     job_type: str, text: str, unique: object, on_conflict: object, dedupe_key: object
-) -> dict[str, Any]:
-    """The `NewJob` fields of `unique` and `on_conflict`, checked."""
+) -> UniqueKey | None:
+    """A new job's `UniqueKey` from `unique` and `on_conflict`, checked."""
     conflict = OnConflict.of(on_conflict)
     spec = Unique.of(unique)
     if spec is None:
@@ -388,15 +383,14 @@ def _unique_fields(
             raise InvalidArgument(
                 f"on_conflict={conflict.value!r}: expected unique=Unique(...) with it"
             )
-        return {}
+        return None
     if dedupe_key is not None:
         raise InvalidArgument(
             f"dedupe_key={validate.short(dedupe_key)} and unique: expected at most one of "
             "them (Unique(key=...) covers a dedupe key)"
         )
     period = cast(int | None, spec.period)  # whole seconds once checked
-    key = UniqueKey(spec.base_key(job_type, text), period, spec.held_states, conflict)
-    return {"unique": key}
+    return UniqueKey(spec.base_key(job_type, text), period, spec.held_states, conflict)
 
 
 ENQUEUE_KEYS: tuple[str, ...] = tuple(
