@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import copy
 import dataclasses
 import datetime as dt
 import inspect
@@ -296,14 +297,12 @@ class Task(Generic[P, R]):
             options.pop("delay", None)
         if using is not None and not isinstance(using, queue_types()):
             raise InvalidArgument(f"using={using!r}: expected a jobvisor Queue or AsyncQueue")
-        return Task(
-            self.func,
-            name=self.name,
-            registry=self.registry,
-            options=options,
-            using=self.using if using is None else using,
-            conn=self.conn if conn is None else conn,
-        )
+        NewJob.build(self.name, None, **options)  # every option checked before use
+        bound = copy.copy(self)  # the signature, defaults and hints are shared
+        bound.options = options
+        bound.using = self.using if using is None else using
+        bound.conn = self.conn if conn is None else conn
+        return bound
 
     def _calls(self, calls: Iterable[TaskCall[P]]) -> list[TaskCall[P]]:
         items = list(calls)
