@@ -37,12 +37,12 @@ import dataclasses
 import datetime as dt
 import inspect
 import uuid
-from collections.abc import Callable, Iterable, Mapping
-from typing import TYPE_CHECKING, Any, Generic, NoReturn, ParamSpec, Protocol, TypeVar
+from collections.abc import Callable, Coroutine, Iterable, Mapping
+from typing import TYPE_CHECKING, Any, Generic, NoReturn, ParamSpec, Protocol, TypeVar, overload
 
 from . import codec
 from .queue.errors import InvalidArgument, JobvisorError
-from .queue.model import NewJob, OnConflict, Unique, payload_json
+from .queue.model import Job, JobStatus, NewJob, OnConflict, Unique, payload_json
 
 if TYPE_CHECKING:
     from .queue.api import AsyncQueue, Queue
@@ -50,6 +50,7 @@ if TYPE_CHECKING:
 
 P = ParamSpec("P")
 R = TypeVar("R")
+T = TypeVar("T")
 Q = TypeVar("Q", "Queue", "AsyncQueue")
 
 # The job options a task or `with_options` may set; each is an argument of
@@ -341,9 +342,7 @@ class Task(Generic[P, R]):
             raise TypeError(
                 f"{self.name}: payload {payload!r} is not a JSON object of arguments by name"
             )
-        if self._hints is None:
-            self._hints = codec.type_hints(self.func)
-        hints = self._hints
+        hints = self._type_hints()
         values = {name: codec.load(self._hint(hints, name), v) for name, v in payload.items()}
         bound = self.signature.bind_partial()
         for name, value in values.items():
@@ -363,6 +362,28 @@ class Task(Generic[P, R]):
         if parameter is not None and parameter.kind is inspect.Parameter.VAR_KEYWORD:
             return dict[str, hint]  # type: ignore[valid-type]
         return hint
+
+    @overload
+    def result(self: Task[Any, Coroutine[Any, Any, T]], job: Job) -> T: ...
+
+    @overload
+    def result(self: Task[Any, T], job: Job) -> T: ...
+
+    def result(self, job: Job) -> Any:
+        """What the task returned for `job` (as `queue.get` or `wait` read
+        it), rebuilt from the function's return annotation: a dataclass or a
+        pydantic model comes back as one. `InvalidArgument` when `job` is not a
+        completed job of this task."""
+        if not isinstance(job, Job) or job.job_type != self.name:
+            raise InvalidArgument(f"job={job!r}: expected a job of the task {self.name!r}")
+        if job.status is not JobStatus.COMPLETED:
+            raise InvalidArgument(f"job {job.id} is {job.status}: expected a completed job")
+        return codec.load(self._type_hints().get("return", Any), job.result)
+
+    def _type_hints(self) -> dict[str, Any]:
+        if self._hints is None:
+            self._hints = codec.type_hints(self.func)
+        return self._hints
 
     def handler(self) -> Callable[[JobContext], Any]:
         """The job handler the worker runs: an `async def` for a coroutine
