@@ -17,6 +17,7 @@ from jobvisor import (
     JobStatus,
     Queue,
     Registry,
+    Snooze,
     current_correlation_id,
     testing,
 )
@@ -160,6 +161,9 @@ def test_inline_raises_a_task_s_error_or_records_it() -> None:
     (failed,) = jobs.jobs
     assert isinstance(failed.error, RuntimeError)
     assert str(failed.error) == "bang"
+    with testing.inline() as jobs:
+        later.enqueue(60)  # asks to run again later: recorded, not raised
+    assert isinstance(jobs.assert_enqueued(later).error, Snooze)
 
 
 def test_inline_runs_what_a_task_enqueues() -> None:
