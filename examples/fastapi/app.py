@@ -66,6 +66,9 @@ def mount_dashboard(app: FastAPI, aq: AsyncQueue) -> bool:
     if importlib.util.find_spec("jobvisor.web") is None:
         return False
     web = importlib.import_module("jobvisor.web")
+    # A mount left by an earlier start of the app (tests start it more than
+    # once) serves a closed queue: the new one takes its place.
+    app.router.routes[:] = [r for r in app.router.routes if getattr(r, "path", "") != "/jobvisor"]
     app.mount("/jobvisor", web.app(aq))  # the dashboard's mount line
     return True
 
