@@ -66,6 +66,7 @@ JOB_OPTIONS = (
     "correlation_id",
     "unique",
     "on_conflict",
+    "concurrency_key",
 )
 
 _current_job: contextvars.ContextVar[JobContext | None] = contextvars.ContextVar(
@@ -272,6 +273,7 @@ class Task(Generic[P, R]):
         correlation_id: str | None = None,
         unique: Unique | None = None,
         on_conflict: OnConflict | str | None = None,
+        concurrency_key: str | None = None,
         using: Queue | AsyncQueue | None = None,
         conn: Any = None,
     ) -> Task[P, R]:
@@ -290,6 +292,7 @@ class Task(Generic[P, R]):
             "correlation_id": correlation_id,
             "unique": unique,
             "on_conflict": on_conflict,
+            "concurrency_key": concurrency_key,
         }
         options = {**self.options, **{k: v for k, v in given.items() if v is not None}}
         if delay is not None:
