@@ -7,7 +7,7 @@ PostgreSQL, alternating which goes first.
 
 Each run is bench/queue_throughput.py's API phase (one `enqueue_many`, then
 two processes claiming and completing in batches of 100 until the queue is
-empty) on a freshly created and migrated `jobvisor_bench` database, from
+empty) on a freshly created and migrated `jobvisor_bench_write_cost` database, from
 which the "without" variant drops `jobvisor_jobs_status_idx`,
 `jobvisor_jobs_due_idx` and `jobvisor_jobs_correlation_idx`. Every job has a
 correlation id, as jobs enqueued inside a request do. Figures are medians.
@@ -20,23 +20,37 @@ import statistics
 import time
 
 import psycopg
+from psycopg import sql
 
 import jobvisor
 from queue_throughput import (
     DEFAULT_PG_URL,
     api_worker,
     claim_complete,
-    drop_pg_database,
-    recreate_pg_database,
     refresh_statistics,
+    with_dbname,
 )
 
+DB_NAME = "jobvisor_bench_write_cost"  # its own: other benchmarks may run beside it
 INDEXES = ("jobvisor_jobs_status_idx", "jobvisor_jobs_due_idx", "jobvisor_jobs_correlation_idx")
+
+
+def recreate(admin_url: str, *, create: bool = True) -> str:
+    with psycopg.connect(admin_url, autocommit=True) as conn:
+        name = sql.Identifier(DB_NAME)
+        conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(name))
+        if create:
+            conn.execute(sql.SQL("CREATE DATABASE {}").format(name))
+    url = with_dbname(admin_url, DB_NAME)
+    if create:
+        with jobvisor.connect(url) as q:
+            q.migrate()
+    return url
 
 
 def one_run(admin_url: str, jobs: int, *, with_indexes: bool) -> tuple[float, float]:
     """(enqueue jobs/s, claim + complete jobs/s) on a fresh database."""
-    url = recreate_pg_database(admin_url)
+    url = recreate(admin_url)
     if not with_indexes:
         with psycopg.connect(url, autocommit=True) as conn:
             for name in INDEXES:
@@ -68,7 +82,7 @@ def main() -> None:
             enq, done = results[with_indexes][-1]
             label = "with" if with_indexes else "without"
             print(f"run {run + 1} {label:>7}: enqueue {enq:,.0f}/s, claim+complete {done:,.0f}/s")
-    drop_pg_database(args.pg_url)
+    recreate(args.pg_url, create=False)
     print(f"\n{args.jobs:,} jobs, median of {args.runs} runs (jobs/s)")
     print(f"{'indexes':<10} {'enqueue':>10} {'claim+complete':>16}")
     for with_indexes in (False, True):
