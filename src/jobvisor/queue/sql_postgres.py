@@ -703,14 +703,19 @@ JOB_LISTING_COLUMNS: Final[LiteralString] = (
     " left(last_error, 200)"
 )
 
+JOB_PAGE_FILTERS: Final[LiteralString] = (
+    # The queue and type filters of every page of jobs (NULL: any).
+    " AND (%(queue)s::text IS NULL OR queue = %(queue)s::text)"
+    " AND (%(job_type)s::text IS NULL OR job_type = %(job_type)s::text)"
+)
+
 JOB_PAGE_NEWEST: Final[LiteralString] = (
     # A page of jobs of any status, newest first, after the cursor's id
     # (primary key, walked backwards); queue and type are filters on the way.
     "SELECT " + JOB_LISTING_COLUMNS + " FROM jobvisor_jobs"
     " WHERE (%(before)s::uuid IS NULL OR id < %(before)s::uuid)"
-    " AND (%(queue)s::text IS NULL OR queue = %(queue)s::text)"
-    " AND (%(job_type)s::text IS NULL OR job_type = %(job_type)s::text)"
-    " ORDER BY id DESC LIMIT %(limit)s"
+    + JOB_PAGE_FILTERS
+    + " ORDER BY id DESC LIMIT %(limit)s"
 )
 
 JOB_PAGE_NEWEST_OF_STATUS: Final[LiteralString] = (
@@ -718,9 +723,8 @@ JOB_PAGE_NEWEST_OF_STATUS: Final[LiteralString] = (
     # whose queue and type columns filter without reading the rows).
     "SELECT " + JOB_LISTING_COLUMNS + " FROM jobvisor_jobs"
     " WHERE status = %(status)s AND (%(before)s::uuid IS NULL OR id < %(before)s::uuid)"
-    " AND (%(queue)s::text IS NULL OR queue = %(queue)s::text)"
-    " AND (%(job_type)s::text IS NULL OR job_type = %(job_type)s::text)"
-    " ORDER BY id DESC LIMIT %(limit)s"
+    + JOB_PAGE_FILTERS
+    + " ORDER BY id DESC LIMIT %(limit)s"
 )
 
 JOB_PAGE_OF_CORRELATION: Final[LiteralString] = (
@@ -729,9 +733,8 @@ JOB_PAGE_OF_CORRELATION: Final[LiteralString] = (
     " WHERE correlation_id = %(correlation_id)s"
     " AND (%(before)s::uuid IS NULL OR id < %(before)s::uuid)"
     " AND (%(status)s::text IS NULL OR status = %(status)s::text)"
-    " AND (%(queue)s::text IS NULL OR queue = %(queue)s::text)"
-    " AND (%(job_type)s::text IS NULL OR job_type = %(job_type)s::text)"
-    " ORDER BY id DESC LIMIT %(limit)s"
+    + JOB_PAGE_FILTERS
+    + " ORDER BY id DESC LIMIT %(limit)s"
 )
 
 JOB_PAGE_DUE: Final[LiteralString] = (
@@ -745,16 +748,14 @@ JOB_PAGE_DUE: Final[LiteralString] = (
     "  WHERE status IN ('pending', 'retryable') AND priority = %(priority)s"
     "  AND (run_at, id) > (%(run_at)s::timestamptz, %(after)s::uuid)"
     "  AND (%(status)s::text IS NULL OR status = %(status)s::text)"
-    "  AND (%(queue)s::text IS NULL OR queue = %(queue)s::text)"
-    "  AND (%(job_type)s::text IS NULL OR job_type = %(job_type)s::text)"
-    "  ORDER BY priority DESC, run_at, id LIMIT %(limit)s)"
+    + JOB_PAGE_FILTERS
+    + "  ORDER BY priority DESC, run_at, id LIMIT %(limit)s)"
     " UNION ALL"
     " (SELECT " + JOB_LISTING_COLUMNS + " FROM jobvisor_jobs"
     "  WHERE status IN ('pending', 'retryable') AND priority < %(priority)s"
     "  AND (%(status)s::text IS NULL OR status = %(status)s::text)"
-    "  AND (%(queue)s::text IS NULL OR queue = %(queue)s::text)"
-    "  AND (%(job_type)s::text IS NULL OR job_type = %(job_type)s::text)"
-    "  ORDER BY priority DESC, run_at, id LIMIT %(limit)s)"
+    + JOB_PAGE_FILTERS
+    + "  ORDER BY priority DESC, run_at, id LIMIT %(limit)s)"
     ") AS due"
 )
 

@@ -659,22 +659,23 @@ JOB_LISTING_COLUMNS: Final[LiteralString] = (
     " substr(last_error, 1, 200)"
 )
 
+JOB_PAGE_FILTERS: Final[LiteralString] = (
+    # The queue and type filters of every page of jobs (NULL: any).
+    " AND (:queue IS NULL OR queue = :queue) AND (:job_type IS NULL OR job_type = :job_type)"
+)
+
 JOB_PAGE_NEWEST: Final[LiteralString] = (
     # A page of jobs of any status, newest first, after the cursor's id.
     "SELECT " + JOB_LISTING_COLUMNS + " FROM jobvisor_jobs"
-    " WHERE (:before IS NULL OR id < :before)"
-    " AND (:queue IS NULL OR queue = :queue)"
-    " AND (:job_type IS NULL OR job_type = :job_type)"
-    " ORDER BY id DESC LIMIT :limit"
+    " WHERE (:before IS NULL OR id < :before)" + JOB_PAGE_FILTERS + " ORDER BY id DESC LIMIT :limit"
 )
 
 JOB_PAGE_NEWEST_OF_STATUS: Final[LiteralString] = (
     # A page of jobs of one status, newest first (jobvisor_jobs_status_idx).
     "SELECT " + JOB_LISTING_COLUMNS + " FROM jobvisor_jobs INDEXED BY jobvisor_jobs_status_idx"
     " WHERE status = :status AND (:before IS NULL OR id < :before)"
-    " AND (:queue IS NULL OR queue = :queue)"
-    " AND (:job_type IS NULL OR job_type = :job_type)"
-    " ORDER BY id DESC LIMIT :limit"
+    + JOB_PAGE_FILTERS
+    + " ORDER BY id DESC LIMIT :limit"
 )
 
 JOB_PAGE_OF_CORRELATION: Final[LiteralString] = (
@@ -683,9 +684,8 @@ JOB_PAGE_OF_CORRELATION: Final[LiteralString] = (
     " INDEXED BY jobvisor_jobs_correlation_idx"
     " WHERE correlation_id = :correlation_id AND (:before IS NULL OR id < :before)"
     " AND (:status IS NULL OR status = :status)"
-    " AND (:queue IS NULL OR queue = :queue)"
-    " AND (:job_type IS NULL OR job_type = :job_type)"
-    " ORDER BY id DESC LIMIT :limit"
+    + JOB_PAGE_FILTERS
+    + " ORDER BY id DESC LIMIT :limit"
 )
 
 JOB_PAGE_DUE: Final[LiteralString] = (
@@ -697,16 +697,14 @@ JOB_PAGE_DUE: Final[LiteralString] = (
     "  WHERE status IN ('pending', 'retryable') AND priority = :priority"
     "  AND (run_at, id) > (:run_at, :after)"
     "  AND (:status IS NULL OR status = :status)"
-    "  AND (:queue IS NULL OR queue = :queue)"
-    "  AND (:job_type IS NULL OR job_type = :job_type)"
-    "  ORDER BY priority DESC, run_at, id LIMIT :limit)"
+    + JOB_PAGE_FILTERS
+    + "  ORDER BY priority DESC, run_at, id LIMIT :limit)"
     " UNION ALL"
     " SELECT * FROM (SELECT " + JOB_LISTING_COLUMNS + " FROM jobvisor_jobs"
     "  WHERE status IN ('pending', 'retryable') AND priority < :priority"
     "  AND (:status IS NULL OR status = :status)"
-    "  AND (:queue IS NULL OR queue = :queue)"
-    "  AND (:job_type IS NULL OR job_type = :job_type)"
-    "  ORDER BY priority DESC, run_at, id LIMIT :limit)"
+    + JOB_PAGE_FILTERS
+    + "  ORDER BY priority DESC, run_at, id LIMIT :limit)"
     ")"
 )
 
