@@ -72,7 +72,8 @@ def test_every_command_has_help() -> None:
     }  # fmt: skip
     assert {tuple(p) for p in command_paths() if len(p) == 2} == {
         ("dead", "list"), ("dead", "show"), ("dead", "requeue"), ("dead", "discard"),
-        ("queue", "list"), ("queue", "pause"), ("queue", "resume"), ("schedules", "run"),
+        ("queue", "list"), ("queue", "pause"), ("queue", "resume"), ("queue", "limit"),
+        ("queue", "limits"), ("schedules", "run"),
     }  # fmt: skip
 
 

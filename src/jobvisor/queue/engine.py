@@ -51,7 +51,7 @@ from .model import UTC, Job, JobStatus, NewJob
 
 T = TypeVar("T")
 
-Fetch = Literal["rowcount", "all", "one", "copy", "commit"]
+Fetch = Literal["rowcount", "all", "one", "copy", "commit", "begin"]
 Query: TypeAlias = LiteralString | bytes
 
 
@@ -63,7 +63,9 @@ class Stmt:
     row or None, `copy` bulk-inserts `rows`, and `commit` makes what came
     before durable: it ends the transaction and starts another (in a plan
     without a transaction of its own, where each statement commits by itself,
-    it has nothing left to do).
+    it has nothing left to do). `begin` opens a transaction in such a plan,
+    for the statements up to the next `commit` (a plan that has one already,
+    and SQLite, where every plan has one, go on in theirs).
 
     `sql` is a `LiteralString`: a statement of the engine's SQL module, never
     one built at run time (values go in `params`; tests/queue/test_engine.py
@@ -86,6 +88,7 @@ class Script:
 
 
 COMMIT = Stmt(fetch="commit")
+BEGIN = Stmt(fetch="begin")
 
 Step: TypeAlias = Stmt | Script
 Steps = Generator[Step, Any, T]
@@ -134,6 +137,13 @@ class SqlSet(Protocol):
     JOB_GET_BY_UNIQUE_KEY: LiteralString
     JOB_NOTIFY: LiteralString
     JOB_CLAIM: LiteralString
+    LIMIT_LOCK: LiteralString
+    JOB_CLAIM_LIMITED: LiteralString
+    LIMIT_TAKE_TOKENS: LiteralString
+    LIMIT_TABLE_LOCK: LiteralString
+    LIMIT_SET: LiteralString
+    LIMIT_CLEAR: LiteralString
+    LIMIT_LIST: LiteralString
     JOB_RENEW_MANY: LiteralString
     JOB_COMPLETE_MANY: LiteralString
     JOB_FAIL: LiteralString
@@ -222,6 +232,10 @@ class Dialect(Protocol):
 
     def id_out(self, value: Any) -> uuid.UUID: ...
 
+    def taken(self, counts: Sequence[tuple[str, str, int]], now: Any) -> dict[str, Any]:
+        """(kind, name, count) of the jobs a claim started, as LIMIT_TAKE_TOKENS takes them."""
+        ...
+
     def meta(self, value: dict[str, Any] | None) -> str | None: ...
 
     def copy_row(self, job: NewJob, run_at: Any, now: Any) -> tuple[Any, ...]: ...
@@ -271,6 +285,14 @@ class PostgresDialect:
 
     def id_out(self, value: Any) -> uuid.UUID:
         return value  # type: ignore[no-any-return]
+
+    def taken(self, counts: Sequence[tuple[str, str, int]], now: Any) -> dict[str, Any]:
+        return {
+            "kinds": [c[0] for c in counts],
+            "names": [c[1] for c in counts],
+            "counts": [c[2] for c in counts],
+            "now": now,
+        }
 
     def meta(self, value: dict[str, Any] | None) -> str | None:
         return _meta_json(value)
@@ -344,6 +366,7 @@ def _copy_row(job: NewJob, job_id: Any, run_at: Any, now: Any) -> tuple[Any, ...
         job.correlation_id,
         now,
         _meta_json(job.meta),
+        job.concurrency_key,
     )
 
 
@@ -389,6 +412,9 @@ class SqliteDialect:
 
     def id_out(self, value: Any) -> uuid.UUID:
         return uuid.UUID(value)
+
+    def taken(self, counts: Sequence[tuple[str, str, int]], now: Any) -> dict[str, Any]:
+        return {"taken": json.dumps([list(c) for c in counts]), "now": now}
 
     def meta(self, value: dict[str, Any] | None) -> str | None:
         return _meta_json(value)
@@ -643,6 +669,8 @@ def _pg_step(step: Step, *, begin: bool) -> _PgStep:
     fetch = step.fetch
     if fetch == "commit":
         return _PgStep(commit=True, begin=begin)
+    if fetch == "begin":
+        return _PgStep(begin=not begin)
     if fetch == "copy":
         return _PgStep(query=step.sql, copy=step.rows)
     return _PgStep(query=step.sql, params=step.params, fetch=fetch)
@@ -950,6 +978,8 @@ def _sqlite_execute(conn: sqlite3.Connection, step: Step, *, own: bool) -> Any:
             conn.execute(statement)
         return None
     fetch = step.fetch
+    if fetch == "begin":
+        return None  # every plan runs in a transaction on SQLite
     if fetch == "commit":
         if own:
             conn.execute("COMMIT")

@@ -49,7 +49,7 @@ CLOCK_NOW: Final[LiteralString] = (
 JOB_COLUMNS_COPY: Final[LiteralString] = (
     # Bulk insert; rows carry every column JOB_INSERT sets.
     "COPY jobvisor_jobs (id, queue, job_type, payload, priority, run_at, max_attempts,"
-    " dedupe_key, correlation_id, created_at, meta) FROM STDIN"
+    " dedupe_key, correlation_id, created_at, meta, concurrency_key) FROM STDIN"
 )
 
 JOB_INSERT: Final[LiteralString] = (
@@ -57,12 +57,12 @@ JOB_INSERT: Final[LiteralString] = (
     # nothing. With `notify`, a new job wakes idle workers (at its commit).
     "WITH inserted AS ("
     "INSERT INTO jobvisor_jobs (id, queue, job_type, payload, priority, run_at,"
-    " max_attempts, dedupe_key, correlation_id, created_at, meta)"
+    " max_attempts, dedupe_key, correlation_id, created_at, meta, concurrency_key)"
     " VALUES (%(id)s, %(queue)s, %(job_type)s, %(payload)s::jsonb, %(priority)s,"
     " coalesce(%(run_at)s::timestamptz, coalesce(%(now)s::timestamptz, now())"
     "   + coalesce(%(delay)s::float8, 0) * interval '1 second'),"
     " %(max_attempts)s, %(dedupe_key)s, %(correlation_id)s,"
-    " coalesce(%(now)s::timestamptz, now()), %(meta)s::jsonb)"
+    " coalesce(%(now)s::timestamptz, now()), %(meta)s::jsonb, %(concurrency_key)s)"
     " ON CONFLICT (dedupe_key) WHERE dedupe_key IS NOT NULL"
     "   AND status IN ('pending', 'running', 'retryable') DO NOTHING"
     " RETURNING id, queue)"
@@ -81,12 +81,13 @@ UNIQUE_KEY: Final[LiteralString] = (
 
 _UNIQUE_INSERT: Final[LiteralString] = (
     "INSERT INTO jobvisor_jobs (id, queue, job_type, payload, priority, run_at,"
-    " max_attempts, correlation_id, created_at, meta, unique_key, unique_states)"
+    " max_attempts, correlation_id, created_at, meta, unique_key, unique_states,"
+    " concurrency_key)"
     " VALUES (%(id)s, %(queue)s, %(job_type)s, %(payload)s::jsonb, %(priority)s,"
     " coalesce(%(run_at)s::timestamptz, coalesce(%(now)s::timestamptz, now())"
     "   + coalesce(%(delay)s::float8, 0) * interval '1 second'),"
     " %(max_attempts)s, %(correlation_id)s, coalesce(%(now)s::timestamptz, now()),"
-    " %(meta)s::jsonb, " + UNIQUE_KEY + ", %(unique_states)s::text[])"
+    " %(meta)s::jsonb, " + UNIQUE_KEY + ", %(unique_states)s::text[], %(concurrency_key)s)"
     " ON CONFLICT (unique_key) WHERE unique_key IS NOT NULL"
 )
 
@@ -126,8 +127,9 @@ JOB_NOTIFY: Final[LiteralString] = (
 )
 
 JOB_CLAIM: Final[LiteralString] = (
-    # Claim up to `limit` due jobs in priority order, skipping rows others hold
-    # and jobs of paused queues (the pause list is read once per statement).
+    # Claim up to `limit` due jobs in priority order, skipping rows others hold,
+    # jobs of paused queues and jobs of limited types and queues (JOB_CLAIM_LIMITED
+    # takes those); the pause and limit lists are read once per statement.
     "WITH picked AS ("
     " SELECT id FROM jobvisor_jobs"
     " WHERE status IN ('pending', 'retryable')"
@@ -135,6 +137,8 @@ JOB_CLAIM: Final[LiteralString] = (
     "   AND (%(queues)s::text[] IS NULL OR queue = ANY(%(queues)s::text[]))"
     "   AND (%(job_types)s::text[] IS NULL OR job_type = ANY(%(job_types)s::text[]))"
     "   AND queue <> ALL(ARRAY(SELECT queue FROM jobvisor_queue_pauses))"
+    "   AND job_type <> ALL(ARRAY(SELECT name FROM jobvisor_limits WHERE kind = 'type'))"
+    "   AND queue <> ALL(ARRAY(SELECT name FROM jobvisor_limits WHERE kind = 'queue'))"
     " ORDER BY priority DESC, run_at, id"
     " LIMIT %(limit)s FOR UPDATE SKIP LOCKED)"
     " UPDATE jobvisor_jobs AS j SET status = 'running', attempts = j.attempts + 1,"
@@ -147,6 +151,144 @@ JOB_CLAIM: Final[LiteralString] = (
     " j.attempts, j.max_attempts, j.last_error, j.correlation_id, j.dedupe_key,"
     " j.lease_expires_at, j.claim_token, j.worker_id, j.created_at, j.started_at,"
     " j.finished_at, j.meta"
+)
+
+LIMIT_LOCK: Final[LiteralString] = (
+    # Take, in (kind, name) order, the transaction's lock of every limited group
+    # a claim with these filters could take jobs of; returns the groups, each
+    # with whether it has a rate. Claims
+    # of one group wait for each other here, and nothing else does.
+    # For the rest of the transaction the limited claim is not JIT-compiled:
+    # its sorts, priced out on our sessions, look costly enough for the JIT,
+    # whose compile would take 100 times the claim.
+    "SELECT g.kind, g.name, g.rated,"
+    " pg_advisory_xact_lock(74289309, hashtext(g.kind || ':' || g.name))"
+    " FROM (SELECT set_config('jit', 'off', true)) AS s,"
+    " (SELECT kind, name, rate_count IS NOT NULL AS rated FROM jobvisor_limits"
+    "   WHERE (kind = 'type' AND (%(job_types)s::text[] IS NULL"
+    "     OR name = ANY(%(job_types)s::text[])))"
+    "   OR (kind = 'queue' AND (%(queues)s::text[] IS NULL OR name = ANY(%(queues)s::text[])))"
+    "   ORDER BY kind, name) AS g"
+)
+
+JOB_CLAIM_LIMITED: Final[LiteralString] = (
+    # Under LIMIT_LOCK: claim up to `limit` due jobs of limited groups in
+    # priority order, never more per group than its concurrency left (its
+    # limit less its running jobs), its bucket's whole tokens, and per
+    # concurrency key its key_concurrency left (its times are the clock's when
+    # the lock was granted, not the transaction's start). Saturated groups and
+    # keys are skipped before the `window` of candidates is taken; within it a job
+    # passes only if it ranks within the room of every group it belongs to.
+    "WITH lim AS MATERIALIZED ("
+    " SELECT kind, name, concurrency, key_concurrency, CASE WHEN rate_count IS NOT NULL"
+    "   THEN floor(least(rate_count::float8, coalesce(tokens, rate_count) + greatest(0,"
+    "   extract(epoch FROM coalesce(%(now)s::timestamptz, clock_timestamp())"
+    "     - coalesce(refilled_at, coalesce(%(now)s::timestamptz, clock_timestamp()))))"
+    "   * rate_count / rate_period) + 0.000001) END AS tokens FROM jobvisor_limits),"
+    " run AS MATERIALIZED (SELECT queue, job_type, concurrency_key FROM jobvisor_jobs"
+    "   WHERE status = 'running'),"
+    " room AS MATERIALIZED (SELECT l.kind, l.name, l.key_concurrency,"
+    "   least(coalesce(l.concurrency - (SELECT count(*) FROM run AS r"
+    "     WHERE CASE WHEN l.kind = 'type' THEN r.job_type ELSE r.queue END = l.name),"
+    "     2147483647), coalesce(l.tokens, 2147483647)) AS room FROM lim AS l),"
+    " keys AS MATERIALIZED (SELECT job_type, concurrency_key, count(*) AS n FROM run"
+    "   WHERE concurrency_key IS NOT NULL GROUP BY job_type, concurrency_key),"
+    " full_keys AS MATERIALIZED (SELECT k.job_type, k.concurrency_key FROM keys AS k"
+    "   JOIN room AS t ON t.kind = 'type' AND t.name = k.job_type"
+    "   WHERE k.n >= t.key_concurrency),"
+    " picks AS (SELECT j.id, j.queue, j.job_type, j.concurrency_key, j.priority, j.run_at"
+    "   FROM jobvisor_jobs AS j"
+    "   WHERE j.status IN ('pending', 'retryable')"
+    "   AND j.run_at <= coalesce(%(now)s::timestamptz, clock_timestamp())"
+    "   AND (%(queues)s::text[] IS NULL OR j.queue = ANY(%(queues)s::text[]))"
+    "   AND (%(job_types)s::text[] IS NULL OR j.job_type = ANY(%(job_types)s::text[]))"
+    "   AND j.queue <> ALL(ARRAY(SELECT queue FROM jobvisor_queue_pauses))"
+    "   AND EXISTS (SELECT 1 FROM room WHERE room > 0)"  # else no scan at all
+    # Limited jobs of groups with room, keys not saturated: each test reads
+    # a small list once per statement (an array, a hashed subplan).
+    "   AND (j.job_type = ANY(ARRAY(SELECT name FROM room WHERE kind = 'type'))"
+    "     OR j.queue = ANY(ARRAY(SELECT name FROM room WHERE kind = 'queue')))"
+    "   AND j.job_type <> ALL(ARRAY(SELECT name FROM room WHERE kind = 'type' AND room <= 0))"
+    "   AND j.queue <> ALL(ARRAY(SELECT name FROM room WHERE kind = 'queue' AND room <= 0))"
+    "   AND (j.concurrency_key IS NULL"
+    "     OR (j.job_type, j.concurrency_key) NOT IN (SELECT * FROM full_keys))"
+    "   ORDER BY j.priority DESC, j.run_at, j.id LIMIT %(window)s FOR UPDATE OF j SKIP LOCKED),"
+    " cand AS (SELECT c.*, t.room AS troom, q.room AS qroom,"
+    "   t.key_concurrency - coalesce(k.n, 0) AS kroom FROM picks AS c"
+    "   LEFT JOIN room AS t ON t.kind = 'type' AND t.name = c.job_type"
+    "   LEFT JOIN room AS q ON q.kind = 'queue' AND q.name = c.queue"
+    "   LEFT JOIN keys AS k ON k.job_type = c.job_type AND k.concurrency_key = c.concurrency_key),"
+    # Each limit ranks only the candidates the limits before it let pass:
+    # per key, then per type, then per queue.
+    " by_key AS (SELECT id, queue, job_type, priority, run_at, troom, qroom FROM ("
+    "   SELECT *, row_number() OVER (PARTITION BY job_type, concurrency_key"
+    "     ORDER BY priority DESC, run_at, id) AS kn FROM cand) AS c"
+    "   WHERE concurrency_key IS NULL OR kroom IS NULL OR kn <= kroom),"
+    " by_type AS (SELECT id, queue, priority, run_at, qroom FROM ("
+    "   SELECT *, row_number() OVER (PARTITION BY job_type"
+    "     ORDER BY priority DESC, run_at, id) AS tn FROM by_key) AS c"
+    "   WHERE tn <= coalesce(troom, tn)),"
+    " picked AS (SELECT id FROM (SELECT id, priority, run_at, qroom, row_number() OVER ("
+    "   PARTITION BY queue ORDER BY priority DESC, run_at, id) AS qn FROM by_type) AS c"
+    "   WHERE qn <= coalesce(qroom, qn)"
+    "   ORDER BY priority DESC, run_at, id LIMIT %(limit)s)"
+    " UPDATE jobvisor_jobs AS j SET status = 'running', attempts = j.attempts + 1,"
+    " claim_token = gen_random_uuid(), worker_id = %(worker_id)s,"
+    " lease_expires_at = coalesce(%(now)s::timestamptz, clock_timestamp())"
+    "   + %(lease)s::float8 * interval '1 second',"
+    " started_at = coalesce(%(now)s::timestamptz, clock_timestamp())"
+    " FROM picked WHERE j.id = picked.id"
+    " RETURNING j.id, j.queue, j.job_type, j.payload, j.priority, j.run_at, j.status,"
+    " j.attempts, j.max_attempts, j.last_error, j.correlation_id, j.dedupe_key,"
+    " j.lease_expires_at, j.claim_token, j.worker_id, j.created_at, j.started_at,"
+    " j.finished_at, j.meta"
+)
+
+LIMIT_TAKE_TOKENS: Final[LiteralString] = (
+    # Under LIMIT_LOCK: refill the buckets of these groups to now and take
+    # what the claim started from each.
+    "UPDATE jobvisor_limits AS l SET tokens = least(l.rate_count::float8,"
+    "   coalesce(l.tokens, l.rate_count) + greatest(0, extract(epoch FROM"
+    "   coalesce(%(now)s::timestamptz, clock_timestamp()) - coalesce(l.refilled_at,"
+    "   coalesce(%(now)s::timestamptz, clock_timestamp()))))"
+    "   * l.rate_count / l.rate_period) - c.n,"
+    " refilled_at = greatest(l.refilled_at, coalesce(%(now)s::timestamptz, clock_timestamp()))"
+    " FROM unnest(%(kinds)s::text[], %(names)s::text[], %(counts)s::int[]) AS c(kind, name, n)"
+    " WHERE l.kind = c.kind AND l.name = c.name AND l.rate_count IS NOT NULL"
+)
+
+LIMIT_TABLE_LOCK: Final[LiteralString] = (
+    # Wait for every claim in flight and hold new ones until this transaction
+    # commits (each reads the limit list), so a limit holds from its commit on.
+    "LOCK TABLE jobvisor_limits IN ACCESS EXCLUSIVE MODE"
+)
+
+LIMIT_SET: Final[LiteralString] = (
+    # Write one group's limits, replacing what it had; a bucket keeps its
+    # tokens (at most the new size), a new one starts full.
+    "INSERT INTO jobvisor_limits (kind, name, concurrency, key_concurrency, rate_count,"
+    " rate_period, tokens, refilled_at, source, updated_at)"
+    " VALUES (%(kind)s, %(name)s, %(concurrency)s::integer, %(key_concurrency)s::integer,"
+    " %(rate_count)s::integer, %(rate_period)s::float8, %(rate_count)s::integer::float8,"
+    " coalesce(%(now)s::timestamptz, now()), %(source)s,"
+    " coalesce(%(now)s::timestamptz, now()))"
+    " ON CONFLICT (kind, name) DO UPDATE SET concurrency = excluded.concurrency,"
+    " key_concurrency = excluded.key_concurrency, rate_count = excluded.rate_count,"
+    " rate_period = excluded.rate_period,"
+    " tokens = least(coalesce(jobvisor_limits.tokens, excluded.tokens), excluded.tokens),"
+    " refilled_at = coalesce(jobvisor_limits.refilled_at, excluded.refilled_at),"
+    " source = excluded.source, updated_at = excluded.updated_at"
+)
+
+LIMIT_CLEAR: Final[LiteralString] = (
+    # Remove one group's limits; returns its name when it had some.
+    "DELETE FROM jobvisor_limits WHERE kind = %(kind)s AND name = %(name)s RETURNING name"
+)
+
+LIMIT_LIST: Final[LiteralString] = (
+    # Every limit, by kind and name.
+    "SELECT kind, name, concurrency, key_concurrency, rate_count, rate_period, source"
+    " FROM jobvisor_limits ORDER BY kind, name"
 )
 
 JOB_RENEW_MANY: Final[LiteralString] = (
@@ -176,7 +318,11 @@ JOB_COMPLETE_MANY: Final[LiteralString] = (
     " WHERE j.id = c.id AND j.claim_token = c.token AND j.status = 'running'"
     # A job someone waits for sends its notice (at commit); the others none.
     " RETURNING j.id, CASE WHEN j.wait_notify THEN pg_notify('" + NOTIFY_CHANNEL + "',"
-    "   json_build_object('kind', 'done', 'queue', j.queue, 'id', j.id)::text) END"
+    "   json_build_object('kind', 'done', 'queue', j.queue, 'id', j.id)::text) END,"
+    # A limited job frees a slot: idle workers of its queue claim again.
+    " CASE WHEN j.job_type = ANY(ARRAY(SELECT name FROM jobvisor_limits WHERE kind = 'type'))"
+    "   OR j.queue = ANY(ARRAY(SELECT name FROM jobvisor_limits WHERE kind = 'queue'))"
+    "   THEN pg_notify('" + NOTIFY_CHANNEL + "', j.queue) END"
 )
 
 JOB_FAIL: Final[LiteralString] = (
@@ -199,7 +345,11 @@ JOB_FAIL: Final[LiteralString] = (
     " WHERE id = %(id)s AND claim_token = %(token)s AND status = 'running'"
     " RETURNING status, CASE WHEN wait_notify AND status = 'dead' THEN pg_notify('"
     + NOTIFY_CHANNEL
-    + "', json_build_object('kind', 'done', 'queue', queue, 'id', id)::text) END"
+    + "', json_build_object('kind', 'done', 'queue', queue, 'id', id)::text) END,"
+    # A limited job frees a slot: idle workers of its queue claim again.
+    " CASE WHEN job_type = ANY(ARRAY(SELECT name FROM jobvisor_limits WHERE kind = 'type'))"
+    "   OR queue = ANY(ARRAY(SELECT name FROM jobvisor_limits WHERE kind = 'queue'))"
+    "   THEN pg_notify('" + NOTIFY_CHANNEL + "', queue) END"
 )
 
 JOB_SNOOZE: Final[LiteralString] = (

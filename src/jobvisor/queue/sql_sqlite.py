@@ -40,19 +40,20 @@ CLOCK_NOW: Final[LiteralString] = (
 JOB_COLUMNS_COPY: Final[LiteralString] = (
     # Bulk insert through executemany; rows carry every column JOB_INSERT sets.
     "INSERT INTO jobvisor_jobs (id, queue, job_type, payload, priority, run_at, max_attempts,"
-    " dedupe_key, correlation_id, created_at, meta) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+    " dedupe_key, correlation_id, created_at, meta, concurrency_key)"
+    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 )
 
 JOB_INSERT: Final[LiteralString] = (
     # Insert one job unless a live job has its dedupe key; returns the new id or
     # nothing. (`notify` is PostgreSQL's: SQLite workers poll.)
     "INSERT INTO jobvisor_jobs (id, queue, job_type, payload, priority, run_at,"
-    " max_attempts, dedupe_key, correlation_id, created_at, meta)"
+    " max_attempts, dedupe_key, correlation_id, created_at, meta, concurrency_key)"
     " VALUES (:id, :queue, :job_type, :payload, :priority,"
     " coalesce(:run_at, coalesce(:now, (julianday('now') - 2440587.5) * 86400.0)"
     "   + coalesce(:delay, 0)),"
     " :max_attempts, :dedupe_key, :correlation_id,"
-    " coalesce(:now, (julianday('now') - 2440587.5) * 86400.0), :meta)"
+    " coalesce(:now, (julianday('now') - 2440587.5) * 86400.0), :meta, :concurrency_key)"
     " ON CONFLICT (dedupe_key) WHERE dedupe_key IS NOT NULL"
     "   AND status IN ('pending', 'running', 'retryable') DO NOTHING"
     " RETURNING id"
@@ -69,13 +70,14 @@ UNIQUE_KEY: Final[LiteralString] = (
 
 _UNIQUE_INSERT: Final[LiteralString] = (
     "INSERT INTO jobvisor_jobs (id, queue, job_type, payload, priority, run_at,"
-    " max_attempts, correlation_id, created_at, meta, unique_key, unique_states)"
+    " max_attempts, correlation_id, created_at, meta, unique_key, unique_states,"
+    " concurrency_key)"
     " VALUES (:id, :queue, :job_type, :payload, :priority,"
     " coalesce(:run_at, coalesce(:now, (julianday('now') - 2440587.5) * 86400.0)"
     "   + coalesce(:delay, 0)),"
     " :max_attempts, :correlation_id,"
     " coalesce(:now, (julianday('now') - 2440587.5) * 86400.0), :meta,"
-    " " + UNIQUE_KEY + ", :unique_states)"
+    " " + UNIQUE_KEY + ", :unique_states, :concurrency_key)"
     " ON CONFLICT (unique_key) WHERE unique_key IS NOT NULL"
 )
 
@@ -110,7 +112,8 @@ JOB_NOTIFY: Final[LiteralString] = (
 )
 
 JOB_CLAIM: Final[LiteralString] = (
-    # Claim up to `limit` due jobs in priority order, none of a paused queue.
+    # Claim up to `limit` due jobs in priority order, none of a paused queue nor
+    # of a limited type or queue (JOB_CLAIM_LIMITED takes those).
     "UPDATE jobvisor_jobs SET status = 'running', attempts = attempts + 1,"
     " claim_token = lower(hex(randomblob(16))), worker_id = :worker_id,"
     " lease_expires_at = coalesce(:now, (julianday('now') - 2440587.5) * 86400.0) + :lease,"
@@ -122,10 +125,145 @@ JOB_CLAIM: Final[LiteralString] = (
     "   AND (:queues IS NULL OR queue IN (SELECT value FROM json_each(:queues)))"
     "   AND (:job_types IS NULL OR job_type IN (SELECT value FROM json_each(:job_types)))"
     "   AND queue NOT IN (SELECT queue FROM jobvisor_queue_pauses)"
+    "   AND job_type NOT IN (SELECT name FROM jobvisor_limits WHERE kind = 'type')"
+    "   AND queue NOT IN (SELECT name FROM jobvisor_limits WHERE kind = 'queue')"
     " ORDER BY priority DESC, run_at, id LIMIT :limit)"
     " RETURNING id, queue, job_type, payload, priority, run_at, status, attempts,"
     " max_attempts, last_error, correlation_id, dedupe_key, lease_expires_at, claim_token,"
     " worker_id, created_at, started_at, finished_at, meta"
+)
+
+LIMIT_LOCK: Final[LiteralString] = (
+    # The limited groups a claim with these filters could take jobs of, each
+    # with whether it has a rate. The
+    # write lock every claim holds already serialises the limited claims.
+    "SELECT kind, name, rate_count IS NOT NULL, NULL FROM jobvisor_limits"
+    " WHERE (kind = 'type' AND (:job_types IS NULL"
+    "   OR name IN (SELECT value FROM json_each(:job_types))))"
+    " OR (kind = 'queue' AND (:queues IS NULL OR name IN (SELECT value FROM json_each(:queues))))"
+    " ORDER BY kind, name"
+)
+
+JOB_CLAIM_LIMITED: Final[LiteralString] = (
+    # Claim up to `limit` due jobs of limited groups in priority order, never
+    # more per group than its concurrency left, its bucket's whole tokens, and
+    # per concurrency key its key_concurrency left (see the PostgreSQL module).
+    "UPDATE jobvisor_jobs SET status = 'running', attempts = attempts + 1,"
+    " claim_token = lower(hex(randomblob(16))), worker_id = :worker_id,"
+    " lease_expires_at = coalesce(:now, (julianday('now') - 2440587.5) * 86400.0) + :lease,"
+    " started_at = coalesce(:now, (julianday('now') - 2440587.5) * 86400.0)"
+    " WHERE id IN ("
+    " WITH lim AS MATERIALIZED ("
+    # (Whole tokens, give or take the float clock's rounding of a microsecond.)
+    "  SELECT kind, name, concurrency, key_concurrency, CASE WHEN rate_count IS NOT NULL"
+    "   THEN CAST(min(rate_count * 1.0, coalesce(tokens, rate_count) + max(0,"
+    "   "
+    "coalesce(:now, (julianday('now') - 2440587.5) * 86400.0)"
+    " - coalesce(refilled_at, "
+    "coalesce(:now, (julianday('now') - 2440587.5) * 86400.0)"
+    ")) * rate_count / rate_period) + 0.000001 AS INTEGER) END AS tokens"
+    "  FROM jobvisor_limits),"
+    " run AS MATERIALIZED (SELECT queue, job_type, concurrency_key FROM jobvisor_jobs"
+    "   WHERE status = 'running'),"
+    " room AS MATERIALIZED (SELECT l.kind, l.name, l.key_concurrency,"
+    "   min(coalesce(l.concurrency - (SELECT count(*) FROM run AS r"
+    "     WHERE CASE WHEN l.kind = 'type' THEN r.job_type ELSE r.queue END = l.name),"
+    "     2147483647), coalesce(l.tokens, 2147483647)) AS room FROM lim AS l),"
+    " keys AS MATERIALIZED (SELECT job_type, concurrency_key, count(*) AS n FROM run"
+    "   WHERE concurrency_key IS NOT NULL GROUP BY job_type, concurrency_key),"
+    " full_keys AS MATERIALIZED (SELECT k.job_type, k.concurrency_key FROM keys AS k"
+    "   JOIN room AS t ON t.kind = 'type' AND t.name = k.job_type"
+    "   WHERE k.n >= t.key_concurrency),"
+    " picks AS (SELECT j.id, j.queue, j.job_type, j.concurrency_key, j.priority, j.run_at"
+    "   FROM jobvisor_jobs AS j"
+    "   WHERE j.status IN ('pending', 'retryable')"
+    "   AND j.run_at <= coalesce(:now, (julianday('now') - 2440587.5) * 86400.0)"
+    "   AND (:queues IS NULL OR j.queue IN (SELECT value FROM json_each(:queues)))"
+    "   AND (:job_types IS NULL OR j.job_type IN (SELECT value FROM json_each(:job_types)))"
+    "   AND j.queue NOT IN (SELECT queue FROM jobvisor_queue_pauses)"
+    "   AND EXISTS (SELECT 1 FROM room WHERE room > 0)"  # else no scan at all
+    # Limited jobs of groups with room, keys not saturated.
+    "   AND (j.job_type IN (SELECT name FROM room WHERE kind = 'type')"
+    "     OR j.queue IN (SELECT name FROM room WHERE kind = 'queue'))"
+    "   AND j.job_type NOT IN (SELECT name FROM room WHERE kind = 'type' AND room <= 0)"
+    "   AND j.queue NOT IN (SELECT name FROM room WHERE kind = 'queue' AND room <= 0)"
+    "   AND (j.concurrency_key IS NULL"
+    "     OR (j.job_type, j.concurrency_key) NOT IN (SELECT * FROM full_keys))"
+    "   ORDER BY j.priority DESC, j.run_at, j.id LIMIT :window),"
+    " cand AS (SELECT c.*, t.room AS troom, q.room AS qroom,"
+    "   t.key_concurrency - coalesce(k.n, 0) AS kroom FROM picks AS c"
+    "   LEFT JOIN room AS t ON t.kind = 'type' AND t.name = c.job_type"
+    "   LEFT JOIN room AS q ON q.kind = 'queue' AND q.name = c.queue"
+    "   LEFT JOIN keys AS k ON k.job_type = c.job_type AND k.concurrency_key = c.concurrency_key),"
+    # Each limit ranks only the candidates the limits before it let pass:
+    # per key, then per type, then per queue.
+    " by_key AS (SELECT id, queue, job_type, priority, run_at, troom, qroom FROM ("
+    "   SELECT *, row_number() OVER (PARTITION BY job_type, concurrency_key"
+    "     ORDER BY priority DESC, run_at, id) AS kn FROM cand) AS c"
+    "   WHERE concurrency_key IS NULL OR kroom IS NULL OR kn <= kroom),"
+    " by_type AS (SELECT id, queue, priority, run_at, qroom FROM ("
+    "   SELECT *, row_number() OVER (PARTITION BY job_type"
+    "     ORDER BY priority DESC, run_at, id) AS tn FROM by_key) AS c"
+    "   WHERE tn <= coalesce(troom, tn))"
+    " SELECT id FROM (SELECT id, priority, run_at, qroom, row_number() OVER ("
+    "   PARTITION BY queue ORDER BY priority DESC, run_at, id) AS qn FROM by_type) AS c"
+    "   WHERE qn <= coalesce(qroom, qn)"
+    "   ORDER BY priority DESC, run_at, id LIMIT :limit)"
+    " RETURNING id, queue, job_type, payload, priority, run_at, status, attempts,"
+    " max_attempts, last_error, correlation_id, dedupe_key, lease_expires_at, claim_token,"
+    " worker_id, created_at, started_at, finished_at, meta"
+)
+
+LIMIT_TAKE_TOKENS: Final[LiteralString] = (
+    # Refill the buckets of these groups to now and take what the claim
+    # started from each (`taken`: JSON [[kind, name, count], …]).
+    "UPDATE jobvisor_limits SET tokens = min(rate_count * 1.0,"
+    "   coalesce(tokens, rate_count) + max(0, "
+    "coalesce(:now, (julianday('now') - 2440587.5) * 86400.0)"
+    " - coalesce(refilled_at, "
+    "coalesce(:now, (julianday('now') - 2440587.5) * 86400.0)"
+    "))"
+    "   * rate_count / rate_period) - c.n,"
+    " refilled_at = coalesce(:now, (julianday('now') - 2440587.5) * 86400.0)"
+    " FROM (SELECT json_extract(value, '$[0]') AS kind, json_extract(value, '$[1]') AS name,"
+    "   json_extract(value, '$[2]') AS n FROM json_each(:taken)) AS c"
+    " WHERE jobvisor_limits.kind = c.kind AND jobvisor_limits.name = c.name"
+    " AND jobvisor_limits.rate_count IS NOT NULL"
+)
+
+LIMIT_TABLE_LOCK: Final[LiteralString] = (
+    # PostgreSQL's wait for the claims in flight; SQLite's write lock does it.
+    "SELECT 1"
+)
+
+LIMIT_SET: Final[LiteralString] = (
+    # Write one group's limits, replacing what it had; a bucket keeps its
+    # tokens (at most the new size), a new one starts full.
+    "INSERT INTO jobvisor_limits (kind, name, concurrency, key_concurrency, rate_count,"
+    " rate_period, tokens, refilled_at, source, updated_at)"
+    " VALUES (:kind, :name, :concurrency, :key_concurrency, :rate_count,"
+    " :rate_period, :rate_count, "
+    "coalesce(:now, (julianday('now') - 2440587.5) * 86400.0)"
+    ", :source, "
+    "coalesce(:now, (julianday('now') - 2440587.5) * 86400.0)"
+    ")"
+    " ON CONFLICT (kind, name) DO UPDATE SET concurrency = excluded.concurrency,"
+    " key_concurrency = excluded.key_concurrency, rate_count = excluded.rate_count,"
+    " rate_period = excluded.rate_period,"
+    " tokens = min(coalesce(jobvisor_limits.tokens, excluded.tokens), excluded.tokens),"
+    " refilled_at = coalesce(jobvisor_limits.refilled_at, excluded.refilled_at),"
+    " source = excluded.source, updated_at = excluded.updated_at"
+)
+
+LIMIT_CLEAR: Final[LiteralString] = (
+    # Remove one group's limits; returns its name when it had some.
+    "DELETE FROM jobvisor_limits WHERE kind = :kind AND name = :name RETURNING name"
+)
+
+LIMIT_LIST: Final[LiteralString] = (
+    # Every limit, by kind and name.
+    "SELECT kind, name, concurrency, key_concurrency, rate_count, rate_period, source"
+    " FROM jobvisor_limits ORDER BY kind, name"
 )
 
 JOB_RENEW_MANY: Final[LiteralString] = (

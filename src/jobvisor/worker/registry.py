@@ -38,7 +38,17 @@ from typing import TYPE_CHECKING, Any, NoReturn, ParamSpec, TypeVar, overload
 
 from ..queue import validate
 from ..queue.errors import InvalidArgument, JobvisorError
-from ..queue.model import DEFAULT_QUEUE, Job, OnConflict, RetryPolicy, Unique, progress_json
+from ..queue.model import (
+    DEFAULT_QUEUE,
+    Job,
+    Limit,
+    LimitScope,
+    LimitSource,
+    OnConflict,
+    RetryPolicy,
+    Unique,
+    progress_json,
+)
 from ..schedules import InvalidSchedule, ScheduleSpec
 from ..tasks import Task, queue_types
 
@@ -71,6 +81,25 @@ class Cancel(Exception):
             raise InvalidArgument(f"cancel reason={reason!r}: expected a non-empty string")
         self.reason = reason
         super().__init__(reason)
+
+
+class InvalidLimit(InvalidArgument):
+    """A handler's declared limit is refused (`jobvisor run` exits 78)."""
+
+
+def _declared_limit(
+    job_type: str, concurrency: int | None, key_concurrency: int | None, rate: str | None
+) -> Limit | None:
+    """A handler's fleet-wide limits, checked; None when it declares none."""
+    if concurrency is None and key_concurrency is None and rate is None:
+        return None
+    try:
+        validate.fleet_limit("concurrency", concurrency)
+        validate.fleet_limit("key_concurrency", key_concurrency)
+        validate.rate("rate", rate)
+    except InvalidArgument as exc:
+        raise InvalidLimit(f"handler for {job_type!r}: {exc}") from None
+    return Limit(LimitScope.TYPE, job_type, concurrency, key_concurrency, rate, LimitSource.CODE)
 
 
 class JobContext:
@@ -169,6 +198,10 @@ class Handler:
     `max_attempts`: the default `max_attempts` of jobs built with
     `Registry.job` (the queue stores a job's attempts when it is enqueued).
     `retry`: the backoff between this type's attempts (`Registry.retry_policies`).
+    `limit`: the type's fleet-wide limits (`concurrency`: running jobs across
+    every host; `key_concurrency`: per `concurrency_key`; `rate`: starts per
+    second, minute or hour, "100/s"), written to the database at each
+    worker's boot; None when it declares none.
     `unique`, `on_conflict`: the defaults of jobs built with `Registry.job`
     (see `jobvisor.Unique`): at most one job of the type per key.
     """
@@ -180,6 +213,7 @@ class Handler:
     hard_timeout: float | None = None
     max_attempts: int | None = None
     retry: RetryPolicy | None = None
+    limit: Limit | None = None
     unique: Unique | None = None
     on_conflict: OnConflict | None = None
 
@@ -201,11 +235,15 @@ class Registry:
         hard_timeout: float | None = None,
         max_attempts: int | None = None,
         retry: RetryPolicy | None = None,
+        concurrency: int | None = None,
+        key_concurrency: int | None = None,
+        rate: str | None = None,
         unique: Unique | None = None,
         on_conflict: OnConflict | str | None = None,
     ) -> Callable[[F], F]:
         """Register the decorated function as the handler of `job_type`.
-        See `Handler` for the options; bad ones raise `InvalidArgument`."""
+        See `Handler` for the options; bad ones raise `InvalidArgument`
+        (`InvalidLimit` for a bad limit)."""
 
         def register(func: F) -> F:
             self.add(
@@ -215,6 +253,9 @@ class Registry:
                 hard_timeout=hard_timeout,
                 max_attempts=max_attempts,
                 retry=retry,
+                concurrency=concurrency,
+                key_concurrency=key_concurrency,
+                rate=rate,
                 unique=unique,
                 on_conflict=on_conflict,
             )
@@ -231,6 +272,9 @@ class Registry:
         hard_timeout: float | None = None,
         max_attempts: int | None = None,
         retry: RetryPolicy | None = None,
+        concurrency: int | None = None,
+        key_concurrency: int | None = None,
+        rate: str | None = None,
         unique: Unique | None = None,
         on_conflict: OnConflict | str | None = None,
     ) -> Handler:
@@ -250,6 +294,7 @@ class Registry:
             validate.count("max_attempts", max_attempts, high=validate.MAX_INT32)
         if retry is not None and not isinstance(retry, RetryPolicy):
             raise InvalidArgument(f"retry={retry!r}: expected a jobvisor.RetryPolicy")
+        limit = _declared_limit(job_type, concurrency, key_concurrency, rate)
         handler = Handler(
             job_type=job_type,
             func=func,
@@ -258,6 +303,7 @@ class Registry:
             hard_timeout=hard,
             max_attempts=max_attempts,
             retry=retry,
+            limit=limit,
             **_unique_defaults(unique, on_conflict),
         )
         self._handlers[job_type] = handler
@@ -425,6 +471,11 @@ class Registry:
     @property
     def needs_threads(self) -> bool:
         return any(not h.is_async for h in self._handlers.values())
+
+    @property
+    def limits(self) -> list[Limit]:
+        """The fleet-wide limits the handlers declare, by job type."""
+        return [h.limit for h in self if h.limit is not None]
 
     def retry_policies(self) -> dict[str, RetryPolicy]:
         """`{job_type: policy}` for `connect(..., retry=...)`."""
