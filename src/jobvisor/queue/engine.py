@@ -46,7 +46,7 @@ from .errors import (
     JobvisorError,
     SchemaMissing,
 )
-from .model import UTC, Job, JobStatus, NewJob
+from .model import UTC, Job, JobStatus
 
 T = TypeVar("T")
 
@@ -64,6 +64,9 @@ class Stmt:
     without a transaction of its own, where each statement commits by itself,
     it has nothing left to do).
 
+    A `copy` with `types` (the columns' PostgreSQL types) goes in binary
+    format; a `jsonb` column then takes JSON text as it is.
+
     `sql` is a `LiteralString`: a statement of the engine's SQL module, never
     one built at run time (values go in `params`; tests/queue/test_engine.py
     checks every statement handed to a `Stmt` is such a constant).
@@ -73,6 +76,7 @@ class Stmt:
     params: dict[str, Any] | None = None
     fetch: Fetch = "rowcount"
     rows: Sequence[Sequence[Any]] = ()
+    types: Sequence[str] = ()
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -173,6 +177,9 @@ class Dialect(Protocol):
     name: str
     sql: SqlSet
     notifies: bool
+    copy_types: tuple[str, ...]
+    """The column types of JOB_COLUMNS_COPY for a binary COPY (empty: the
+    engine's bulk insert needs none)."""
 
     def id(self, value: uuid.UUID) -> Any: ...
 
@@ -199,8 +206,6 @@ class Dialect(Protocol):
 
     def meta(self, value: dict[str, Any] | None) -> str | None: ...
 
-    def copy_row(self, job: NewJob, run_at: Any, now: Any) -> tuple[Any, ...]: ...
-
     def add_seconds(self, when: Any, seconds: float) -> Any: ...
 
     def job(self, row: Sequence[Any]) -> Job: ...
@@ -217,6 +222,10 @@ class PostgresDialect:
     name = "postgres"
     sql: SqlSet = sql_postgres
     notifies = True
+    copy_types: tuple[str, ...] = (
+        *("uuid", "text", "text", "jsonb", "int4", "timestamptz", "int4"),
+        *("text", "text", "timestamptz", "jsonb"),
+    )
 
     def id(self, value: uuid.UUID) -> Any:
         return value
@@ -249,9 +258,6 @@ class PostgresDialect:
 
     def meta(self, value: dict[str, Any] | None) -> str | None:
         return _meta_json(value)
-
-    def copy_row(self, job: NewJob, run_at: Any, now: Any) -> tuple[Any, ...]:
-        return _copy_row(job, job.id, run_at, now)
 
     def add_seconds(self, when: Any, seconds: float) -> Any:
         return when + dt.timedelta(seconds=seconds)
@@ -304,23 +310,6 @@ def _left_behind(row: Sequence[Any], at: Callable[[Any], dt.datetime]) -> tuple[
     )
 
 
-def _copy_row(job: NewJob, job_id: Any, run_at: Any, now: Any) -> tuple[Any, ...]:
-    """A new job's row for the bulk insert, its columns in the statement's order."""
-    return (
-        job_id,
-        job.queue,
-        job.job_type,
-        job.payload_json,
-        job.priority,
-        run_at,
-        job.max_attempts,
-        job.dedupe_key,
-        job.correlation_id,
-        now,
-        _meta_json(job.meta),
-    )
-
-
 def _epoch(value: dt.datetime | None) -> float | None:
     return None if value is None else value.timestamp()
 
@@ -336,6 +325,7 @@ class SqliteDialect:
     name = "sqlite"
     sql: SqlSet = sql_sqlite
     notifies = False
+    copy_types: tuple[str, ...] = ()
 
     def id(self, value: uuid.UUID) -> Any:
         return str(value)
@@ -369,9 +359,6 @@ class SqliteDialect:
 
     def add_seconds(self, when: Any, seconds: float) -> Any:
         return when + seconds
-
-    def copy_row(self, job: NewJob, run_at: Any, now: Any) -> tuple[Any, ...]:
-        return _copy_row(job, str(job.id), run_at, now)  # SQLite keeps ids as text
 
     def job(self, row: Sequence[Any]) -> Job:
         return Job(
@@ -601,6 +588,7 @@ class _PgStep:
     query: Query | None = None
     params: dict[str, Any] | None = None
     copy: Sequence[Sequence[Any]] | None = None
+    types: Sequence[str] = ()
     fetch: Fetch | None = None
 
 
@@ -616,8 +604,28 @@ def _pg_step(step: Step, *, begin: bool) -> _PgStep:
     if fetch == "commit":
         return _PgStep(commit=True, begin=begin)
     if fetch == "copy":
-        return _PgStep(query=step.sql, copy=step.rows)
+        return _PgStep(query=step.sql, copy=step.rows, types=step.types)
     return _PgStep(query=step.sql, params=step.params, fetch=fetch)
+
+
+class _JsonTextBinaryDumper(psycopg.adapt.Dumper):
+    """JSON text, already encoded and checked, in jsonb's binary form: a
+    version byte, then the text (the stock jsonb dumper would encode it again)."""
+
+    oid = psycopg.adapters.types["jsonb"].oid
+    format = psycopg.pq.Format.BINARY
+
+    def dump(self, obj: Any) -> bytes:
+        text: str = obj
+        return b"\x01" + text.encode()
+
+
+def _copy_types(cur: Any, copy: Any, types: Sequence[str]) -> None:
+    """Make a COPY binary with these column types; jsonb columns take text.
+    (The dumper is the cursor's own: a plan's cursor lives for one plan.)"""
+    if types:
+        cur.adapters.register_dumper(None, _JsonTextBinaryDumper)
+        copy.set_types(types)
 
 
 def _pg_execute(cur: Any, step: Step, *, begin: bool = False) -> Any:
@@ -630,6 +638,7 @@ def _pg_execute(cur: Any, step: Step, *, begin: bool = False) -> Any:
         return None
     if s.copy is not None:
         with cur.copy(s.query) as copy:
+            _copy_types(cur, copy, s.types)
             for row in s.copy:
                 copy.write_row(row)
         return None
@@ -651,6 +660,7 @@ async def _pg_execute_async(cur: Any, step: Step, *, begin: bool = False) -> Any
         return None
     if s.copy is not None:
         async with cur.copy(s.query) as copy:
+            _copy_types(cur, copy, s.types)
             for row in s.copy:
                 await copy.write_row(row)
         return None

@@ -23,7 +23,7 @@ from typing import Any, LiteralString
 
 from .. import tracing
 from ..backoff import backoff
-from . import validate
+from . import bulk, validate
 from .correlation import current_correlation_id, new_correlation_id
 from .engine import COMMIT, Dialect, Plan, Script, Steps, Stmt
 from .errors import InvalidArgument, JobNotFound, LeaseLost, MissingCorrelationId
@@ -244,12 +244,19 @@ def _insert_one(ctx: Ctx, job: NewJob, *, notify: bool) -> Steps[uuid.UUID]:
         "now": ctx.now(),
         "notify": notify,
     }
+    return (yield from _insert_params(ctx, params))
+
+
+def _insert_params(ctx: Ctx, params: dict[str, Any]) -> Steps[uuid.UUID]:
+    """JOB_INSERT with these parameters, or the id of the live job holding
+    its dedupe key."""
+    d = ctx.dialect
     while True:
         row = yield Stmt(d.sql.JOB_INSERT, params, fetch="one")
         if row is not None:
             return d.id_out(row[0])
         existing = yield Stmt(
-            d.sql.JOB_GET_LIVE_BY_DEDUPE_KEY, {"dedupe_key": job.dedupe_key}, fetch="one"
+            d.sql.JOB_GET_LIVE_BY_DEDUPE_KEY, {"dedupe_key": params["dedupe_key"]}, fetch="one"
         )
         if existing is not None:
             return d.id_out(existing[0])
@@ -327,59 +334,57 @@ def enqueue_many(
 
     Each item is a `NewJob` or a mapping of `enqueue`'s arguments
     (`{"job_type": "send_email", "payload": {...}, "priority": 5}`). Every item
-    is checked before anything is written. Without dedupe keys the rows go in
-    by COPY on PostgreSQL (executemany on SQLite); with them, row by row.
-    Every job records the same trace context, as in `enqueue`.
+    is checked before anything is written (`InvalidArgument` names the first
+    bad one, `jobs[i]`). The rows go in by one binary COPY on PostgreSQL
+    (executemany on SQLite); those with a dedupe key go in one by one, so a
+    live job holding the key is returned instead, as `enqueue` does. Every
+    job records the same trace context, as in `enqueue`.
     """
-    meta = _trace_meta()
-    built: list[NewJob] = []
-    for index, item in enumerate(jobs):
-        if isinstance(item, NewJob):
-            job = item
-        elif isinstance(item, Mapping):
-            try:
-                job = NewJob.build(**item)
-            except TypeError as exc:
-                raise InvalidArgument(f"jobs[{index}]: {exc}") from None
-            except InvalidArgument as exc:
-                raise InvalidArgument(f"jobs[{index}]: {exc}") from None
-        else:
-            raise InvalidArgument(
-                f"jobs[{index}]={validate.short(item)}: expected a mapping of enqueue arguments"
-            )
-        try:
-            job = _sized(ctx, job)
-        except InvalidArgument as exc:
-            raise InvalidArgument(f"jobs[{index}]: {exc}") from None
-        built.append(_with_meta(_with_correlation(ctx, job), meta))
     d = ctx.dialect
+    checked = bulk.check(
+        jobs,
+        dialect=d,
+        max_payload_bytes=ctx.max_payload_bytes,
+        meta=d.meta(_trace_meta()),
+        require_correlation_id=ctx.require_correlation_id,
+    )
 
     def steps() -> Steps[list[uuid.UUID]]:
-        if not built:
+        if not checked.rows:
             return []
-        ids: list[uuid.UUID]
-        if any(j.dedupe_key for j in built):
-            ids = []
-            for job in built:
-                ids.append((yield from _insert_one(ctx, job, notify=False)))
-        else:
-            (now,) = yield Stmt(d.sql.CLOCK_NOW, {"now": ctx.now()}, fetch="one")
-            rows = [
-                d.copy_row(
-                    j,
-                    d.time(j.run_at) if j.run_at else d.add_seconds(now, j.delay or 0.0),
-                    now,
-                )
-                for j in built
-            ]
-            yield Stmt(d.sql.JOB_COLUMNS_COPY, fetch="copy", rows=rows)
-            ids = [j.id for j in built]
+        (now,) = yield Stmt(d.sql.CLOCK_NOW, {"now": ctx.now()}, fetch="one")
+        checked.timed(d, now)
+        plain = checked.plain()
+        if plain:
+            yield Stmt(d.sql.JOB_COLUMNS_COPY, fetch="copy", rows=plain, types=d.copy_types)
+        ids = checked.ids
+        for index in checked.keyed:
+            ids[index] = yield from _insert_params(ctx, _keyed_params(checked.rows[index], now))
         if d.notifies:
-            for queue in sorted({j.queue for j in built}):
+            for queue in sorted(checked.queues):
                 yield Stmt(d.sql.JOB_NOTIFY, {"queue": queue}, fetch="all")
         return ids
 
     return Plan(steps(), conn=conn)
+
+
+def _keyed_params(row: list[Any], now: Any) -> dict[str, Any]:
+    """JOB_INSERT's parameters for a bulk row with a dedupe key (its times set)."""
+    return {
+        "id": row[bulk.ID],
+        "queue": row[bulk.QUEUE],
+        "job_type": row[bulk.JOB_TYPE],
+        "payload": row[bulk.PAYLOAD],
+        "priority": row[bulk.PRIORITY],
+        "run_at": row[bulk.RUN_AT],
+        "delay": None,
+        "max_attempts": row[bulk.MAX_ATTEMPTS],
+        "dedupe_key": row[bulk.DEDUPE_KEY],
+        "correlation_id": row[bulk.CORRELATION_ID],
+        "meta": row[bulk.META],
+        "now": now,
+        "notify": False,
+    }
 
 
 # --- the claim and its outcomes -----------------------------------------------

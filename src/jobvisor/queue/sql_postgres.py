@@ -47,9 +47,10 @@ CLOCK_NOW: Final[LiteralString] = (
 )
 
 JOB_COLUMNS_COPY: Final[LiteralString] = (
-    # Bulk insert; rows carry every column JOB_INSERT sets.
+    # Bulk insert, in binary; rows carry every column JOB_INSERT sets, of the
+    # types the dialect's `copy_types` lists (payload and meta as JSON text).
     "COPY jobvisor_jobs (id, queue, job_type, payload, priority, run_at, max_attempts,"
-    " dedupe_key, correlation_id, created_at, meta) FROM STDIN"
+    " dedupe_key, correlation_id, created_at, meta) FROM STDIN (FORMAT BINARY)"
 )
 
 JOB_INSERT: Final[LiteralString] = (
