@@ -121,6 +121,7 @@ class SqlSet(Protocol):
     MIGRATIONS_APPLIED: LiteralString
     MIGRATION_RECORD: LiteralString
     MIGRATIONS_TABLE_EXISTS: LiteralString
+    CLOCK_SAMPLE: LiteralString
     CLOCK_NOW: LiteralString
     JOB_COLUMNS_COPY: LiteralString
     JOB_INSERT: LiteralString
@@ -193,6 +194,10 @@ class Dialect(Protocol):
 
     def token(self, job: Job) -> Any: ...
 
+    def claim_token(self, value: uuid.UUID) -> Any:
+        """A new claim token as the claim statement takes it."""
+        ...
+
     def results(self, jobs: Sequence[Job], results: Mapping[uuid.UUID, str] | None) -> Any:
         """These jobs' entries of a JSON-text-by-id map, as a batch statement
         takes them (a completion's results, a renewal's progress)."""
@@ -241,6 +246,9 @@ class PostgresDialect:
 
     def token(self, job: Job) -> Any:
         return job.claim_token
+
+    def claim_token(self, value: uuid.UUID) -> Any:
+        return value
 
     def results(self, jobs: Sequence[Job], results: Mapping[uuid.UUID, str] | None) -> Any:
         return [results.get(j.id) for j in jobs] if results else None
@@ -342,6 +350,9 @@ class SqliteDialect:
 
     def token(self, job: Job) -> Any:
         return job.claim_token.hex if job.claim_token else None
+
+    def claim_token(self, value: uuid.UUID) -> Any:
+        return value.hex
 
     def results(self, jobs: Sequence[Job], results: Mapping[uuid.UUID, str] | None) -> Any:
         if not results:
@@ -567,6 +578,72 @@ def check_conninfo(url: str) -> None:
         raise InvalidArgument(f"database URL: {_one_line(exc)}") from exc
 
 
+# --- the time of a statement ----------------------------------------------------
+
+# How long one reading of the database's clock is carried forward before the
+# next: long enough that reading costs nothing, short enough that a server
+# whose clock was stepped is followed within the minute.
+CLOCK_REFRESH: Final = 60.0
+
+
+class DatabaseClock:
+    """The database server's time as this process reckons it, for the `now`
+    parameter every statement takes (no statement that changes a row calls
+    `now()`, see the SQL modules).
+
+    It is read from the server (`CLOCK_SAMPLE`, taken to be midway through
+    the round trip), when a pool opens a connection and whenever the last
+    reading is older than `CLOCK_REFRESH`, and carried forward by this
+    process's monotonic clock in between: times still come from the
+    database's clock, to within half a round trip, and a step of this host's
+    wall clock changes nothing."""
+
+    def __init__(self) -> None:
+        self._reading: tuple[dt.datetime, float] | None = None
+
+    def due(self) -> bool:
+        """Whether the server's clock should be read before the next statement."""
+        reading = self._reading
+        return reading is None or time.monotonic() - reading[1] > CLOCK_REFRESH
+
+    def set(self, server: dt.datetime, before: float, after: float) -> None:
+        """Record a reading: `server`'s time, read between these two
+        monotonic instants."""
+        self._reading = (server, (before + after) / 2)
+
+    def read(self, cur: Any) -> None:
+        """Read the server's clock on a psycopg cursor or connection."""
+        before = time.monotonic()
+        (server,) = cur.execute(sql_postgres.CLOCK_SAMPLE).fetchone()
+        self.set(server, before, time.monotonic())
+
+    async def read_async(self, cur: Any) -> None:
+        """`read` on an async cursor or connection."""
+        before = time.monotonic()
+        (server,) = await (await cur.execute(sql_postgres.CLOCK_SAMPLE)).fetchone()
+        self.set(server, before, time.monotonic())
+
+    def now(self) -> dt.datetime:
+        reading = self._reading
+        if reading is None:
+            raise RuntimeError("the database's clock was never read")
+        server, at = reading
+        return server + dt.timedelta(seconds=time.monotonic() - at)
+
+
+def _local_time() -> float:
+    """SQLite's own clock is this host's: Unix epoch seconds."""
+    return time.time()
+
+
+def with_time(params: dict[str, Any] | None, now: Callable[[], Any]) -> dict[str, Any] | None:
+    """The parameters of a statement, its `now` filled in when the plan left
+    it None (no injected clock): the engine's time at this very statement."""
+    if params is None or params.get("now", False) is not None:
+        return params
+    return {**params, "now": now()}
+
+
 # --- PostgreSQL ---------------------------------------------------------------
 
 # The pool logs each failed connection attempt; the runners raise what it
@@ -592,10 +669,10 @@ class _PgStep:
     fetch: Fetch | None = None
 
 
-def _pg_step(step: Step, *, begin: bool) -> _PgStep:
+def _pg_step(step: Step, *, begin: bool, clock: DatabaseClock) -> _PgStep:
     """The one dispatch of a step on PostgreSQL. `begin`: the plan runs in a
     transaction of our own on an autocommit connection, so a `commit` step
-    opens the next one."""
+    opens the next one. A `now` left None is the database's time (`clock`)."""
     if isinstance(step, Script):
         # Migration scripts are package data, not literals: passed as bytes,
         # psycopg runs them as they are (several statements, no parameters).
@@ -605,7 +682,7 @@ def _pg_step(step: Step, *, begin: bool) -> _PgStep:
         return _PgStep(commit=True, begin=begin)
     if fetch == "copy":
         return _PgStep(query=step.sql, copy=step.rows, types=step.types)
-    return _PgStep(query=step.sql, params=step.params, fetch=fetch)
+    return _PgStep(query=step.sql, params=with_time(step.params, clock.now), fetch=fetch)
 
 
 class _JsonTextBinaryDumper(psycopg.adapt.Dumper):
@@ -628,8 +705,8 @@ def _copy_types(cur: Any, copy: Any, types: Sequence[str]) -> None:
         copy.set_types(types)
 
 
-def _pg_execute(cur: Any, step: Step, *, begin: bool = False) -> Any:
-    s = _pg_step(step, begin=begin)
+def _pg_execute(cur: Any, step: Step, *, clock: DatabaseClock, begin: bool = False) -> Any:
+    s = _pg_step(step, begin=begin, clock=clock)
     if s.commit:
         cur.connection.commit()
     if s.begin:
@@ -650,8 +727,10 @@ def _pg_execute(cur: Any, step: Step, *, begin: bool = False) -> Any:
     return cur.rowcount
 
 
-async def _pg_execute_async(cur: Any, step: Step, *, begin: bool = False) -> Any:
-    s = _pg_step(step, begin=begin)
+async def _pg_execute_async(
+    cur: Any, step: Step, *, clock: DatabaseClock, begin: bool = False
+) -> Any:
+    s = _pg_step(step, begin=begin, clock=clock)
     if s.commit:
         await cur.connection.commit()
     if s.begin:
@@ -707,10 +786,12 @@ class PostgresRunner:
     ) -> None:
         self.target = url
         self.connecting = _Connecting()
+        self.clock = clock = DatabaseClock()
         setup = _pg_setup(synchronous_commit)
 
         def configure(conn: psycopg.Connection[Any]) -> None:
             conn.execute(setup)
+            clock.read(conn)  # a new connection may be to a new server
             conn.commit()
 
         self.pool = ConnectionPool(
@@ -732,15 +813,20 @@ class PostgresRunner:
 
     def run(self, plan: Plan[T]) -> T:
         try:
+            clock = self.clock
             if plan.conn is not None:
                 with plan.conn.cursor() as cur:
-                    return drive(plan.steps, lambda s: _pg_execute(cur, s))
+                    if clock.due():
+                        clock.read(cur)
+                    return drive(plan.steps, lambda s: _pg_execute(cur, s, clock=clock))
             self._first_connection()
             begin = plan.transaction
             with self.pool.connection() as conn, conn.cursor() as cur:
+                if clock.due():
+                    clock.read(cur)
                 if begin:
                     cur.execute("BEGIN")
-                return drive(plan.steps, lambda s: _pg_execute(cur, s, begin=begin))
+                return drive(plan.steps, lambda s: _pg_execute(cur, s, clock=clock, begin=begin))
         except PoolTimeout as exc:
             raise self.connecting.unavailable(exc) from exc
         except psycopg.Error as exc:
@@ -774,10 +860,12 @@ class AsyncPostgresRunner:
     ) -> None:
         self.target = url
         self.connecting = _Connecting()
+        self.clock = clock = DatabaseClock()
         setup = _pg_setup(synchronous_commit)
 
         async def configure(conn: psycopg.AsyncConnection[Any]) -> None:
             await conn.execute(setup)
+            await clock.read_async(conn)  # a new connection may be to a new server
             await conn.commit()
 
         self.pool = AsyncConnectionPool(
@@ -812,20 +900,22 @@ class AsyncPostgresRunner:
             await self._first_connection()
             begin = plan.transaction
             async with self.pool.connection() as conn, conn.cursor() as cur:
-                if begin:
-                    await cur.execute("BEGIN")
                 return await self._drive(cur, plan.steps, begin=begin)
         except PoolTimeout as exc:
             raise self.connecting.unavailable(exc) from exc
         except psycopg.Error as exc:
             raise wrap_postgres(exc) from exc
 
-    @staticmethod
-    async def _drive(cur: Any, steps: Steps[T], *, begin: bool = False) -> T:
+    async def _drive(self, cur: Any, steps: Steps[T], *, begin: bool = False) -> T:
+        clock = self.clock
+        if clock.due():
+            await clock.read_async(cur)
+        if begin:
+            await cur.execute("BEGIN")
         result: Any = None
         try:
             while True:
-                result = await _pg_execute_async(cur, steps.send(result), begin=begin)
+                result = await _pg_execute_async(cur, steps.send(result), clock=clock, begin=begin)
         except StopIteration as stop:
             return stop.value  # type: ignore[no-any-return]
 
@@ -881,7 +971,7 @@ def _sqlite_execute(conn: sqlite3.Connection, step: Step, *, own: bool) -> Any:
     if fetch == "copy":
         conn.executemany(step.sql, step.rows)
         return None
-    cur = conn.execute(step.sql, step.params or {})
+    cur = conn.execute(step.sql, with_time(step.params, _local_time) or {})
     if fetch == "all":
         return cur.fetchall()
     if fetch == "one":

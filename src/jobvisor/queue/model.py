@@ -16,7 +16,7 @@ import uuid
 from collections.abc import Mapping
 from typing import Any
 
-from ..backoff import backoff
+from ..backoff import backoff, retry_draw
 from . import validate
 from .errors import InvalidArgument
 
@@ -86,8 +86,8 @@ class Job:
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class RetryPolicy:
-    """Exponential backoff with full jitter: attempt n waits up to base * 2**(n-1),
-    capped at `cap` seconds, and at least `base * (1 - jitter)` of that."""
+    """Exponential backoff with jitter: attempt n waits up to base * 2**(n-1),
+    capped at `cap` seconds, and at least `(1 - jitter)` of that."""
 
     base: float = 1.0
     cap: float = 3600.0
@@ -101,9 +101,11 @@ class RetryPolicy:
         if not (isinstance(self.jitter, int | float) and 0 <= self.jitter <= 1):
             raise InvalidArgument(f"RetryPolicy jitter={self.jitter!r}: expected 0..1")
 
-    def delay(self, attempt: int) -> float:
-        """Seconds to wait after failed attempt number `attempt` (1-based)."""
-        return backoff(attempt, base=self.base, cap=self.cap, jitter=self.jitter)
+    def delay(self, attempt: int, job_id: uuid.UUID | None = None) -> float:
+        """Seconds to wait after failed attempt number `attempt` (1-based);
+        for a job, its jitter is the job's own (`retry_draw`), as the reaper's."""
+        draw = None if job_id is None else retry_draw(job_id, attempt)
+        return backoff(attempt, base=self.base, cap=self.cap, jitter=self.jitter, draw=draw)
 
 
 DEFAULT_RETRY = RetryPolicy()

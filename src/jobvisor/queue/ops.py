@@ -400,8 +400,8 @@ def claim(
     lease: float | dt.timedelta | None = None,
 ) -> Plan[list[Job]]:
     """Claim up to `limit` due jobs for `worker_id`, highest priority first, then
-    oldest `run_at`, then id. Each claimed job has its attempt counted, a fresh
-    claim token and a lease of `lease` seconds from the database clock. Two
+    oldest `run_at`, then id. Each claimed job has its attempt counted, the
+    claim's fresh token and a lease of `lease` seconds from the database clock. Two
     claimers never receive the same job. An empty or missing filter means all."""
     validate.name("worker_id", worker_id)
     validate.count("limit", limit, high=validate.MAX_CLAIM_LIMIT)
@@ -414,6 +414,9 @@ def claim(
         "limit": limit,
         "lease": seconds,
         "now": ctx.now(),
+        # One token for the jobs of this claim: each pair (id, token) is
+        # still unique, and the statement calls no volatile function.
+        "token": d.claim_token(uuid.uuid4()),
     }
 
     def steps() -> Steps[list[Job]]:
@@ -659,7 +662,7 @@ def fail(
     `retryable`, due after `retry_in` seconds or its type's backoff; otherwise
     `dead`, keeping `error`. Returns the new status; `LeaseLost` if not held."""
     delay = (
-        ctx.retry_policy(job.job_type).delay(job.attempts)
+        ctx.retry_policy(job.job_type).delay(job.attempts, job.id)
         if retry_in is None
         else validate.seconds("retry_in", retry_in, high=validate.MAX_DELAY)
     )

@@ -1,5 +1,9 @@
 """Every statement the PostgreSQL engine runs. The SQLite module defines the
-same names. `%(now)s` is the injected clock: NULL means the database's own.
+same names. `%(now)s` is the time, always a parameter: the injected clock's,
+or the database's as the runner reads it (`engine.DatabaseClock`). No
+statement that changes a row calls a volatile function (a claim token is the
+caller's, a retry's jitter is drawn from the job's id): each one would run
+as it is on a distributed PostgreSQL.
 
 Values are always parameters; no statement is built at run time."""
 
@@ -41,9 +45,14 @@ MIGRATIONS_TABLE_EXISTS: Final[LiteralString] = (
     "SELECT to_regclass('jobvisor_migrations') IS NOT NULL"
 )
 
+CLOCK_SAMPLE: Final[LiteralString] = (
+    # The server's clock, read now and then to reckon its time (DatabaseClock).
+    "SELECT clock_timestamp()"
+)
+
 CLOCK_NOW: Final[LiteralString] = (
     # The time every other statement of this transaction would use.
-    "SELECT coalesce(%(now)s::timestamptz, now())"
+    "SELECT %(now)s::timestamptz"
 )
 
 JOB_COLUMNS_COPY: Final[LiteralString] = (
@@ -60,10 +69,10 @@ JOB_INSERT: Final[LiteralString] = (
     "INSERT INTO jobvisor_jobs (id, queue, job_type, payload, priority, run_at,"
     " max_attempts, dedupe_key, correlation_id, created_at, meta)"
     " VALUES (%(id)s, %(queue)s, %(job_type)s, %(payload)s::jsonb, %(priority)s,"
-    " coalesce(%(run_at)s::timestamptz, coalesce(%(now)s::timestamptz, now())"
+    " coalesce(%(run_at)s::timestamptz, %(now)s::timestamptz"
     "   + coalesce(%(delay)s::float8, 0) * interval '1 second'),"
     " %(max_attempts)s, %(dedupe_key)s, %(correlation_id)s,"
-    " coalesce(%(now)s::timestamptz, now()), %(meta)s::jsonb)"
+    " %(now)s::timestamptz, %(meta)s::jsonb)"
     " ON CONFLICT (dedupe_key) WHERE dedupe_key IS NOT NULL"
     "   AND status IN ('pending', 'running', 'retryable') DO NOTHING"
     " RETURNING id, queue)"
@@ -84,21 +93,22 @@ JOB_NOTIFY: Final[LiteralString] = (
 
 JOB_CLAIM: Final[LiteralString] = (
     # Claim up to `limit` due jobs in priority order, skipping rows others hold
-    # and jobs of paused queues (the pause list is read once per statement).
+    # and jobs of paused queues (the pause list is read once per statement);
+    # `token` is the claim's own, made by the caller.
     "WITH picked AS ("
     " SELECT id FROM jobvisor_jobs"
     " WHERE status IN ('pending', 'retryable')"
-    "   AND run_at <= coalesce(%(now)s::timestamptz, now())"
+    "   AND run_at <= %(now)s::timestamptz"
     "   AND (%(queues)s::text[] IS NULL OR queue = ANY(%(queues)s::text[]))"
     "   AND (%(job_types)s::text[] IS NULL OR job_type = ANY(%(job_types)s::text[]))"
     "   AND queue <> ALL(ARRAY(SELECT queue FROM jobvisor_queue_pauses))"
     " ORDER BY priority DESC, run_at, id"
     " LIMIT %(limit)s FOR UPDATE SKIP LOCKED)"
     " UPDATE jobvisor_jobs AS j SET status = 'running', attempts = j.attempts + 1,"
-    " claim_token = gen_random_uuid(), worker_id = %(worker_id)s,"
-    " lease_expires_at = coalesce(%(now)s::timestamptz, now())"
+    " claim_token = %(token)s::uuid, worker_id = %(worker_id)s,"
+    " lease_expires_at = %(now)s::timestamptz"
     "   + %(lease)s::float8 * interval '1 second',"
-    " started_at = coalesce(%(now)s::timestamptz, now())"
+    " started_at = %(now)s::timestamptz"
     " FROM picked WHERE j.id = picked.id"
     " RETURNING j.id, j.queue, j.job_type, j.payload, j.priority, j.run_at, j.status,"
     " j.attempts, j.max_attempts, j.last_error, j.correlation_id, j.dedupe_key,"
@@ -111,7 +121,7 @@ JOB_RENEW_MANY: Final[LiteralString] = (
     # the progress each reported since (`progress` NULL: none did); returns
     # the renewed ids, each with whether its cancel was requested.
     "UPDATE jobvisor_jobs AS j"
-    " SET lease_expires_at = coalesce(%(now)s::timestamptz, now())"
+    " SET lease_expires_at = %(now)s::timestamptz"
     "   + %(lease)s::float8 * interval '1 second',"
     " progress = coalesce(c.progress, j.progress)"
     " FROM unnest(%(ids)s::uuid[], %(tokens)s::uuid[], %(progress)s::jsonb[])"
@@ -126,7 +136,7 @@ JOB_COMPLETE_MANY: Final[LiteralString] = (
     # cancel was requested first; returns their ids.
     "UPDATE jobvisor_jobs AS j SET status = CASE WHEN j.cancel_requested_at IS NULL"
     "   THEN 'completed' ELSE 'cancelled' END, claim_token = NULL,"
-    " lease_expires_at = NULL, finished_at = coalesce(%(now)s::timestamptz, now()),"
+    " lease_expires_at = NULL, finished_at = %(now)s::timestamptz,"
     " result = c.result"
     " FROM unnest(%(ids)s::uuid[], %(tokens)s::uuid[], %(results)s::jsonb[])"
     "   AS c(id, token, result)"
@@ -143,15 +153,15 @@ JOB_FAIL: Final[LiteralString] = (
     " status = CASE WHEN cancel_requested_at IS NOT NULL THEN 'cancelled'"
     "   WHEN attempts >= max_attempts THEN 'dead' ELSE 'retryable' END,"
     " run_at = CASE WHEN attempts >= max_attempts OR cancel_requested_at IS NOT NULL THEN run_at"
-    "   ELSE coalesce(%(now)s::timestamptz, now()) + %(delay)s::float8 * interval '1 second' END,"
+    "   ELSE %(now)s::timestamptz + %(delay)s::float8 * interval '1 second' END,"
     " finished_at = CASE WHEN attempts >= max_attempts OR cancel_requested_at IS NOT NULL"
-    "   THEN coalesce(%(now)s::timestamptz, now()) END,"
+    "   THEN %(now)s::timestamptz END,"
     " last_error = CASE WHEN cancel_requested_at IS NULL THEN %(error)s ELSE last_error END,"
     " claim_token = NULL, lease_expires_at = NULL,"
     # The attempt's entry in the error history, the last 20 kept.
     " errors = CASE WHEN jsonb_array_length(coalesce(errors, '[]')) >= 20 THEN errors - 0"
     "   ELSE coalesce(errors, '[]') END || jsonb_build_array(jsonb_build_object("
-    "   'attempt', attempts, 'at', coalesce(%(now)s::timestamptz, now()),"
+    "   'attempt', attempts, 'at', %(now)s::timestamptz,"
     "   'error', %(error)s::text, 'worker_id', worker_id))"
     " WHERE id = %(id)s AND claim_token = %(token)s AND status = 'running'"
     " RETURNING status, CASE WHEN wait_notify AND status = 'dead' THEN pg_notify('"
@@ -165,8 +175,8 @@ JOB_SNOOZE: Final[LiteralString] = (
     "UPDATE jobvisor_jobs SET"
     " status = CASE WHEN cancel_requested_at IS NULL THEN 'pending' ELSE 'cancelled' END,"
     " finished_at = CASE WHEN cancel_requested_at IS NOT NULL"
-    "   THEN coalesce(%(now)s::timestamptz, now()) END, attempts = attempts - 1,"
-    " run_at = coalesce(%(now)s::timestamptz, now()) + %(delay)s::float8 * interval '1 second',"
+    "   THEN %(now)s::timestamptz END, attempts = attempts - 1,"
+    " run_at = %(now)s::timestamptz + %(delay)s::float8 * interval '1 second',"
     " claim_token = NULL, lease_expires_at = NULL"
     " WHERE id = %(id)s AND claim_token = %(token)s AND status = 'running'"
     " RETURNING status"
@@ -178,8 +188,8 @@ JOB_RELEASE_MANY: Final[LiteralString] = (
     "UPDATE jobvisor_jobs AS j SET"
     " status = CASE WHEN j.cancel_requested_at IS NULL THEN 'pending' ELSE 'cancelled' END,"
     " finished_at = CASE WHEN j.cancel_requested_at IS NOT NULL"
-    "   THEN coalesce(%(now)s::timestamptz, now()) END, attempts = j.attempts - 1,"
-    " run_at = coalesce(%(now)s::timestamptz, now()), claim_token = NULL,"
+    "   THEN %(now)s::timestamptz END, attempts = j.attempts - 1,"
+    " run_at = %(now)s::timestamptz, claim_token = NULL,"
     " lease_expires_at = NULL"
     " FROM unnest(%(ids)s::uuid[], %(tokens)s::uuid[]) AS c(id, token)"
     " WHERE j.id = c.id AND j.claim_token = c.token AND j.status = 'running'"
@@ -191,7 +201,7 @@ JOB_CANCEL_HELD: Final[LiteralString] = (
     # the request's text).
     "UPDATE jobvisor_jobs SET status = 'cancelled',"
     " last_error = CASE WHEN cancel_requested_at IS NULL THEN %(error)s ELSE last_error END,"
-    " finished_at = coalesce(%(now)s::timestamptz, now()),"
+    " finished_at = %(now)s::timestamptz,"
     " claim_token = NULL, lease_expires_at = NULL"
     " WHERE id = %(id)s AND claim_token = %(token)s AND status = 'running'"
     " RETURNING status"
@@ -205,24 +215,27 @@ JOB_REAP_EXPIRED: Final[LiteralString] = (
     " status = CASE WHEN cancel_requested_at IS NOT NULL THEN 'cancelled'"
     "   WHEN attempts >= max_attempts THEN 'dead' ELSE 'retryable' END,"
     " run_at = CASE WHEN attempts >= max_attempts OR cancel_requested_at IS NOT NULL THEN run_at"
-    "   ELSE coalesce(%(now)s::timestamptz, now()) + (SELECT least(p.cap, p.base"
+    "   ELSE %(now)s::timestamptz + (SELECT least(p.cap, p.base"
     "     * power(2::float8, least(greatest(jobvisor_jobs.attempts - 1, 0), 62)))"
-    "     * (1 - p.jitter * random())"
+    # The jitter's draw in [0, 1) is the job's own (`backoff.retry_draw`): the
+    # low 16 bits of its id, stepped by 40503 (65536 / golden ratio) per attempt.
+    "     * (1 - p.jitter * (((('x' || right(jobvisor_jobs.id::text, 4))::bit(16)::int"
+    "       + jobvisor_jobs.attempts::bigint * 40503) %% 65536)::float8 / 65536))"
     "     FROM unnest(%(policy_types)s::text[], %(policy_bases)s::float8[],"
     "       %(policy_caps)s::float8[], %(policy_jitters)s::float8[])"
     "       AS p(job_type, base, cap, jitter)"
     "     WHERE p.job_type = jobvisor_jobs.job_type OR p.job_type IS NULL"
     "     ORDER BY p.job_type IS NULL LIMIT 1) * interval '1 second' END,"
     " finished_at = CASE WHEN attempts >= max_attempts OR cancel_requested_at IS NOT NULL"
-    "   THEN coalesce(%(now)s::timestamptz, now()) END,"
+    "   THEN %(now)s::timestamptz END,"
     " last_error = CASE WHEN cancel_requested_at IS NULL"
     "   THEN 'lease expired on worker ' || worker_id ELSE last_error END,"
     " errors = CASE WHEN jsonb_array_length(coalesce(errors, '[]')) >= 20 THEN errors - 0"
     "   ELSE coalesce(errors, '[]') END || jsonb_build_array(jsonb_build_object("
-    "   'attempt', attempts, 'at', coalesce(%(now)s::timestamptz, now()),"
+    "   'attempt', attempts, 'at', %(now)s::timestamptz,"
     "   'error', 'lease expired on worker ' || worker_id, 'worker_id', worker_id)),"
     " claim_token = NULL, lease_expires_at = NULL"
-    " WHERE status = 'running' AND lease_expires_at < coalesce(%(now)s::timestamptz, now())"
+    " WHERE status = 'running' AND lease_expires_at < %(now)s::timestamptz"
     " RETURNING id, status, queue, job_type"
 )
 
@@ -239,17 +252,17 @@ JOB_REQUEUE_CRASHED: Final[LiteralString] = (
     "   THEN attempts - 1 ELSE attempts END,"
     " run_at = CASE WHEN cancel_requested_at IS NOT NULL OR (attempts >= max_attempts"
     "   AND (%(culprit)s::uuid IS NULL OR id = %(culprit)s::uuid)) THEN run_at"
-    "   ELSE coalesce(%(now)s::timestamptz, now()) END,"
+    "   ELSE %(now)s::timestamptz END,"
     " finished_at = CASE WHEN cancel_requested_at IS NOT NULL OR (attempts >= max_attempts"
     "   AND (%(culprit)s::uuid IS NULL OR id = %(culprit)s::uuid))"
-    "   THEN coalesce(%(now)s::timestamptz, now()) END,"
+    "   THEN %(now)s::timestamptz END,"
     " last_error = CASE WHEN cancel_requested_at IS NOT NULL OR (%(culprit)s::uuid IS NOT NULL"
     "   AND id <> %(culprit)s::uuid) THEN last_error ELSE %(error)s END,"
     " errors = CASE WHEN %(culprit)s::uuid IS NOT NULL AND id <> %(culprit)s::uuid"
     "   THEN errors WHEN jsonb_array_length(coalesce(errors, '[]')) >= 20 THEN errors - 0"
     "   ELSE coalesce(errors, '[]') END || CASE WHEN %(culprit)s::uuid IS NOT NULL"
     "   AND id <> %(culprit)s::uuid THEN '[]' ELSE jsonb_build_array(jsonb_build_object("
-    "   'attempt', attempts, 'at', coalesce(%(now)s::timestamptz, now()),"
+    "   'attempt', attempts, 'at', %(now)s::timestamptz,"
     "   'error', %(error)s::text, 'worker_id', worker_id)) END,"
     " claim_token = NULL, lease_expires_at = NULL"
     " WHERE status = 'running' AND worker_id = %(worker_id)s"
@@ -260,7 +273,7 @@ JOB_DELETE_FINISHED: Final[LiteralString] = (
     # One batch of terminal jobs of one status finished more than `age` seconds ago.
     "DELETE FROM jobvisor_jobs WHERE id IN ("
     " SELECT id FROM jobvisor_jobs WHERE status = %(status)s"
-    "   AND finished_at < coalesce(%(now)s::timestamptz, now()) - %(age)s::float8"
+    "   AND finished_at < %(now)s::timestamptz - %(age)s::float8"
     "   * interval '1 second'"
     " LIMIT %(limit)s FOR UPDATE SKIP LOCKED)"
 )
@@ -272,9 +285,9 @@ JOB_COUNT_BY_QUEUE_STATUS: Final[LiteralString] = (
 
 JOB_OLDEST_DUE_AGE: Final[LiteralString] = (
     # Per queue, seconds since the oldest claimable job became due.
-    "SELECT queue, extract(epoch FROM coalesce(%(now)s::timestamptz, now()) - min(run_at))"
+    "SELECT queue, extract(epoch FROM %(now)s::timestamptz - min(run_at))"
     " FROM jobvisor_jobs WHERE status IN ('pending', 'retryable')"
-    " AND run_at <= coalesce(%(now)s::timestamptz, now()) GROUP BY queue"
+    " AND run_at <= %(now)s::timestamptz GROUP BY queue"
 )
 
 JOB_GET: Final[LiteralString] = (
@@ -304,7 +317,7 @@ JOB_COUNT_BY_STATUS: Final[LiteralString] = (
 JOB_REQUEUE_DEAD: Final[LiteralString] = (
     # A dead job back to pending with its attempts reset, unless a live job holds its dedupe key.
     "UPDATE jobvisor_jobs SET status = 'pending', attempts = 0, finished_at = NULL,"
-    " run_at = coalesce(%(run_at)s::timestamptz, coalesce(%(now)s::timestamptz, now()))"
+    " run_at = coalesce(%(run_at)s::timestamptz, %(now)s::timestamptz)"
     " WHERE id = %(id)s AND status = 'dead' AND (dedupe_key IS NULL OR NOT EXISTS ("
     "   SELECT 1 FROM jobvisor_jobs AS live WHERE live.dedupe_key = jobvisor_jobs.dedupe_key"
     "   AND live.status IN ('pending', 'running', 'retryable')))"
@@ -315,7 +328,7 @@ JOB_REQUEUE_DEAD_OF_TYPE: Final[LiteralString] = (
     # One batch of a job type's dead jobs without a dedupe key back to pending,
     # attempts reset; returns each one's queue.
     "UPDATE jobvisor_jobs SET status = 'pending', attempts = 0, finished_at = NULL,"
-    " run_at = coalesce(%(run_at)s::timestamptz, coalesce(%(now)s::timestamptz, now()))"
+    " run_at = coalesce(%(run_at)s::timestamptz, %(now)s::timestamptz)"
     " WHERE id IN ("
     " SELECT id FROM jobvisor_jobs WHERE status = 'dead' AND job_type = %(job_type)s"
     " AND dedupe_key IS NULL LIMIT %(limit)s FOR UPDATE SKIP LOCKED)"
@@ -346,9 +359,9 @@ JOB_CANCEL: Final[LiteralString] = (
     "UPDATE jobvisor_jobs SET"
     " status = CASE WHEN status = 'running' THEN status ELSE 'cancelled' END,"
     " finished_at = CASE WHEN status = 'running' THEN finished_at"
-    "   ELSE coalesce(%(now)s::timestamptz, now()) END,"
+    "   ELSE %(now)s::timestamptz END,"
     " cancel_requested_at = CASE WHEN status = 'running' THEN coalesce(cancel_requested_at,"
-    "   coalesce(%(now)s::timestamptz, now())) END,"
+    "   %(now)s::timestamptz) END,"
     " last_error = CASE WHEN cancel_requested_at IS NULL THEN %(error)s ELSE last_error END"
     " WHERE id = %(id)s AND status IN ('pending', 'retryable', 'running')"
     " RETURNING status, CASE WHEN status = 'running' THEN pg_notify('" + NOTIFY_CHANNEL + "',"
@@ -367,9 +380,9 @@ JOB_CANCEL_MANY: Final[LiteralString] = (
     " UPDATE jobvisor_jobs AS j SET"
     " status = CASE WHEN j.status = 'running' THEN j.status ELSE 'cancelled' END,"
     " finished_at = CASE WHEN j.status = 'running' THEN j.finished_at"
-    "   ELSE coalesce(%(now)s::timestamptz, now()) END,"
+    "   ELSE %(now)s::timestamptz END,"
     " cancel_requested_at = CASE WHEN j.status = 'running'"
-    "   THEN coalesce(%(now)s::timestamptz, now()) END,"
+    "   THEN %(now)s::timestamptz END,"
     " last_error = %(error)s"
     " FROM picked WHERE j.id = picked.id"
     " RETURNING j.status, CASE WHEN j.status = 'running' THEN pg_notify('" + NOTIFY_CHANNEL + "',"
@@ -406,7 +419,7 @@ QUEUE_PAUSE: Final[LiteralString] = (
     # Pause a queue (a paused one keeps its first pause time). The time is
     # taken after the lock: every claim that began later saw the pause.
     "INSERT INTO jobvisor_queue_pauses (queue, paused_at)"
-    " VALUES (%(queue)s, coalesce(%(now)s::timestamptz, clock_timestamp()))"
+    " VALUES (%(queue)s, %(now)s::timestamptz)"
     " ON CONFLICT (queue) DO NOTHING"
 )
 
@@ -423,12 +436,12 @@ QUEUE_PAUSED_LIST: Final[LiteralString] = (
 LEADER_ATTEMPT_ELECT: Final[LiteralString] = (
     # Take or keep the leadership lease; returns a row only to the leader.
     "INSERT INTO jobvisor_leader (name, holder, expires_at)"
-    " VALUES (%(name)s, %(holder)s, coalesce(%(now)s::timestamptz, now())"
+    " VALUES (%(name)s, %(holder)s, %(now)s::timestamptz"
     "   + %(ttl)s::float8 * interval '1 second')"
     " ON CONFLICT (name) DO UPDATE SET holder = excluded.holder,"
     " expires_at = excluded.expires_at"
     " WHERE jobvisor_leader.holder = excluded.holder"
-    "   OR jobvisor_leader.expires_at < coalesce(%(now)s::timestamptz, now())"
+    "   OR jobvisor_leader.expires_at < %(now)s::timestamptz"
     " RETURNING holder"
 )
 
@@ -448,7 +461,7 @@ SCHEDULE_UPSERT: Final[LiteralString] = (
     "INSERT INTO jobvisor_schedules (name, spec, timezone, job_type, queue, priority,"
     " payload, catch_up, next_run_at, enabled, updated_at)"
     " VALUES (%(name)s, %(spec)s, %(timezone)s, %(job_type)s, %(queue)s, %(priority)s,"
-    " %(payload)s, %(catch_up)s, %(next_run_at)s, true, coalesce(%(now)s::timestamptz, now()))"
+    " %(payload)s, %(catch_up)s, %(next_run_at)s, true, %(now)s::timestamptz)"
     " ON CONFLICT (name) DO UPDATE SET job_type = excluded.job_type,"
     " queue = excluded.queue, priority = excluded.priority, payload = excluded.payload,"
     " catch_up = excluded.catch_up, updated_at = excluded.updated_at,"
@@ -462,7 +475,7 @@ SCHEDULE_UPSERT: Final[LiteralString] = (
 SCHEDULE_DISABLE_UNDECLARED: Final[LiteralString] = (
     # Keep the rows of schedules the code no longer declares, disabled.
     "UPDATE jobvisor_schedules SET enabled = false,"
-    " updated_at = coalesce(%(now)s::timestamptz, now())"
+    " updated_at = %(now)s::timestamptz"
     " WHERE enabled AND NOT (name = ANY(coalesce(%(names)s::text[], '{}')))"
 )
 
@@ -480,8 +493,7 @@ SCHEDULE_ENABLED: Final[LiteralString] = (
     # The enabled schedules' next ticks, with the database's time. Unsorted:
     # the sort, priced out on our sessions (enable_sort), would make the plan
     # costly enough for PostgreSQL's JIT (a 100 ms compile for a few rows).
-    "SELECT name, next_run_at, coalesce(%(now)s::timestamptz, now())"
-    " FROM jobvisor_schedules WHERE enabled"
+    "SELECT name, next_run_at, %(now)s::timestamptz FROM jobvisor_schedules WHERE enabled"
 )
 
 SCHEDULE_ADVANCE: Final[LiteralString] = (
