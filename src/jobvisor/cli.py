@@ -119,6 +119,7 @@ def _job_dict(job: Job) -> dict[str, Any]:
         "finished_at": job.finished_at,
         "correlation_id": job.correlation_id,
         "dedupe_key": job.dedupe_key,
+        "unique_key": job.unique_key,
         "worker_id": job.worker_id,
         "last_error": job.last_error,
         "payload": job.payload,
@@ -285,9 +286,18 @@ def cmd_enqueue(args: argparse.Namespace, config: Config) -> int:
         raise UsageError("give a job type, or --file PATH (- for stdin) with JSON lines")
     options: dict[str, Any] = {
         name: getattr(args, name)
-        for name in ("queue", "priority", "delay", "max_attempts", "dedupe_key", "correlation_id")
+        for name in (
+            "queue",
+            "priority",
+            "delay",
+            "max_attempts",
+            "dedupe_key",
+            "correlation_id",
+            "on_conflict",
+        )
         if getattr(args, name) is not None
     }
+    options.update(_unique_option(args))
     if args.payload is not None:
         options["payload"] = _parse_payload(args.payload, "--payload")
     if args.run_at is not None:
@@ -305,13 +315,28 @@ def cmd_enqueue(args: argparse.Namespace, config: Config) -> int:
     return EXIT_OK
 
 
+def _unique_option(args: argparse.Namespace) -> dict[str, Any]:
+    """`unique` for `NewJob.build` from the --unique flags (its fields as a
+    mapping, checked there), or nothing when none was given."""
+    fields: dict[str, Any] = {}
+    if args.unique_key is not None:
+        fields["key"] = args.unique_key
+    if args.unique_by_args:
+        fields["by_args"] = True
+    if args.unique_period is not None:
+        fields["period"] = args.unique_period
+    if args.unique_states is not None:
+        fields["states"] = [s.strip() for s in args.unique_states.split(",") if s.strip()]
+    return {"unique": fields} if fields or args.unique else {}
+
+
 def _check_file_alone(args: argparse.Namespace) -> None:
     """`enqueue --file` takes every job's options from its lines, none from flags."""
     if args.job_type is not None:
         raise UsageError("give a job type or --file, not both")
-    single_options = ("payload", "run_at", "delay", "dedupe_key", "correlation_id")
+    single_options = ("payload", "run_at", "delay", "dedupe_key", "correlation_id", "on_conflict")
     given = [o for o in single_options if getattr(args, o) is not None]
-    if given or args.queue is not None or args.priority is not None:
+    if given or args.queue is not None or args.priority is not None or _unique_option(args):
         raise UsageError("with --file, each line carries its own options")
 
 
@@ -800,6 +825,32 @@ def build_parser() -> argparse.ArgumentParser:
     enqueue.add_argument("--max-attempts", type=int, metavar="N", help="attempts (default 20)")
     enqueue.add_argument("--dedupe-key", metavar="KEY", help="at most one live job per key")
     enqueue.add_argument("--correlation-id", metavar="ID", help="carried into logs")
+    enqueue.add_argument(
+        "--unique",
+        action="store_true",
+        help="at most one job of the type at a time (the --unique-* options narrow the key)",
+    )
+    enqueue.add_argument("--unique-key", metavar="KEY", help="at most one job of the type per key")
+    enqueue.add_argument(
+        "--unique-by-args", action="store_true", help="the payload is part of the unique key"
+    )
+    enqueue.add_argument(
+        "--unique-period",
+        type=_seconds,
+        metavar="SECONDS",
+        help="one job per key in each period, finished ones included",
+    )
+    enqueue.add_argument(
+        "--unique-states",
+        metavar="LIST",
+        help="the statuses that hold the key, comma-separated (default pending,running,retryable)",
+    )
+    enqueue.add_argument(
+        "--on-conflict",
+        choices=["ignore", "replace"],
+        help="when a job holds the key: print its id (ignore, the default) or also give a "
+        "pending one this payload and run time (replace)",
+    )
     enqueue.add_argument(
         "--file",
         metavar="PATH",

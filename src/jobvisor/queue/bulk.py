@@ -6,7 +6,7 @@ id (or one draw of randomness for all the new ones), the trace context, the
 ids' clock. Per row: its payload's JSON and the values it sets; a name (job
 type, queue) is checked the first time the call meets it, then passes at a
 set lookup. An item that sets anything rarer (`run_at`, `delay`, a dedupe
-key, a correlation id), a `NewJob`, or an item that fails a quick check goes
+key, `unique`, a correlation id), a `NewJob`, or an item that fails a quick check goes
 through `NewJob.build`, so its error is the one `enqueue` raises.
 """
 
@@ -51,13 +51,14 @@ class Rows:
     """A checked bulk enqueue. `rows` holds one row per item, in order, its
     id and times in the engine's form; a row's `RUN_AT` is None until `timed`
     fills it (due now, or after its entry in `delays`), unless the item gave
-    one. `keyed` lists the rows with a dedupe key, which a COPY cannot
-    insert (a live job may hold the key): they go in one by one."""
+    one. `keyed` maps the rows with a dedupe key or `unique` to their
+    `NewJob`: a COPY cannot insert them (a job may hold the key), so they go
+    in one by one."""
 
     rows: list[list[Any]]
     ids: list[uuid.UUID]
     delays: dict[int, float]
-    keyed: list[int]
+    keyed: dict[int, NewJob]
     queues: set[str]
 
     def timed(self, dialect: Dialect, now: Any) -> None:
@@ -74,7 +75,7 @@ class Rows:
         """The rows a COPY can insert: those without a dedupe key."""
         if not self.keyed:
             return self.rows
-        keyed = set(self.keyed)
+        keyed = self.keyed
         return [row for index, row in enumerate(self.rows) if index not in keyed]
 
 
@@ -186,15 +187,15 @@ def check(
     checker = _Checker(dialect, max_payload_bytes, meta)
     rows: list[list[Any]] = []
     delays: dict[int, float] = {}
-    keyed: list[int] = []
+    keyed: dict[int, NewJob] = {}
     queues: set[str] = set()
     for index, item in enumerate(items):
         row, job = checker.row(index, item)
         if job is not None:
             if job.delay is not None:
                 delays[index] = job.delay
-            if job.dedupe_key is not None:
-                keyed.append(index)
+            if job.dedupe_key is not None or job.unique is not None:
+                keyed[index] = job
         rows.append(row)
     ids = new_job_ids(len(rows))
     _identify(rows, ids, dialect, queues)

@@ -126,6 +126,9 @@ class SqlSet(Protocol):
     JOB_COLUMNS_COPY: LiteralString
     JOB_INSERT: LiteralString
     JOB_GET_LIVE_BY_DEDUPE_KEY: LiteralString
+    JOB_INSERT_UNIQUE: LiteralString
+    JOB_INSERT_UNIQUE_REPLACE: LiteralString
+    JOB_GET_BY_UNIQUE_KEY: LiteralString
     JOB_NOTIFY: LiteralString
     JOB_CLAIM: LiteralString
     JOB_RENEW_MANY: LiteralString
@@ -299,7 +302,7 @@ class PostgresDialect:
 
 
 # A claim reads the first 19 columns; `get` and the dead-job reads add what a
-# job left behind: result, progress and errors.
+# job left behind (result, progress and errors) and its unique key.
 _CLAIM_COLUMNS: Final = 19
 
 
@@ -308,13 +311,14 @@ def _from_iso(value: str) -> dt.datetime:
 
 
 def _left_behind(row: Sequence[Any], at: Callable[[Any], dt.datetime]) -> tuple[Any, ...]:
-    """(result, progress, errors) from the last three columns, decoded; `at`
-    turns an error entry's time into a datetime."""
+    """(result, progress, errors, unique_key) from the columns after the
+    claim's, decoded; `at` turns an error entry's time into a datetime."""
     errors = row[21] or ()
     return (
         row[19],
         row[20],
         tuple({**entry, "at": at(entry["at"])} for entry in errors),
+        row[22],
     )
 
 
@@ -393,7 +397,9 @@ class SqliteDialect:
             _from_epoch(row[17]),
             json.loads(row[18]) if row[18] is not None else None,
             *(
-                _left_behind([*row[:19], *(_json(v) for v in row[19:])], _from_epoch_at)
+                _left_behind(
+                    [*row[:19], *(_json(v) for v in row[19:22]), *row[22:]], _from_epoch_at
+                )
                 if len(row) > _CLAIM_COLUMNS
                 else ()
             ),

@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import enum
+import hashlib
 import inspect
 import json
 import os
@@ -13,8 +14,8 @@ import re
 import threading
 import time
 import uuid
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, cast
 
 from ..backoff import backoff, retry_draw
 from . import validate
@@ -54,7 +55,8 @@ class Job:
     reported (`{"fraction": 0.0..1.0, "note": str | None}`) or None; and
     `errors`, one entry per failed attempt, oldest first, the last
     `MAX_ERRORS` kept: `{"attempt": int, "at": datetime, "error": str,
-    "worker_id": str}`."""
+    "worker_id": str}`; and `unique_key`, the key it holds while its status
+    is one of its unique states (see `Unique`), else None."""
 
     id: uuid.UUID
     queue: str
@@ -78,6 +80,7 @@ class Job:
     result: Any = None
     progress: dict[str, Any] | None = None
     errors: tuple[dict[str, Any], ...] = ()
+    unique_key: str | None = None
 
     @property
     def attempts_left(self) -> int:
@@ -109,6 +112,165 @@ class RetryPolicy:
 
 
 DEFAULT_RETRY = RetryPolicy()
+
+
+class OnConflict(enum.StrEnum):
+    """What `enqueue(..., unique=...)` does when a job already holds the key:
+    `ignore` returns that job's id and writes nothing; `replace` also gives a
+    pending holder the new payload and `run_at` (a debounce). A holder that is
+    no longer pending (running, retryable, finished) is never changed."""
+
+    IGNORE = "ignore"
+    REPLACE = "replace"
+
+    @classmethod
+    def of(cls, value: object) -> OnConflict:
+        """`value` as an `OnConflict`; `InvalidArgument` naming it otherwise."""
+        if isinstance(value, str) and value in cls._value2member_map_:
+            return cls(value)
+        raise InvalidArgument(
+            f"on_conflict={validate.short(value)}: expected 'ignore' or 'replace'"
+        )
+
+
+UNIQUE_STATES: tuple[str, ...] = ("pending", "running", "retryable")
+# A unique key longer than this (a long key full of escaped characters) is
+# stored as its SHA-256, well inside PostgreSQL's index entry limit.
+MAX_UNIQUE_KEY_BYTES = 2000
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Unique:
+    """At most one job per key: `enqueue(..., unique=Unique(...))`, or a job
+    type's default (`registry.handler(..., unique=...)`).
+
+    The key is always the job type, with `key` (a string you choose) and,
+    when `by_args`, a hash of the payload's canonical JSON (keys sorted, no
+    spaces). A job holds its key while its status is one of `states` (which
+    must include "pending"); once it leaves them it gives the key up for
+    good, even if it comes back later (a release, a requeue).
+
+    `period` (whole seconds, at least 1) makes the key unique per time bucket
+    of the database clock (floor(now / period) when enqueued): a job then
+    also holds it once `completed`, so one job runs per key and bucket
+    however fast it finishes (one report per hour). A dead or cancelled job
+    frees its bucket unless `states` lists its status.
+
+    Bad values raise `InvalidArgument` naming them."""
+
+    key: str | None = None
+    by_args: bool = False
+    period: float | dt.timedelta | None = None
+    states: Sequence[str] = UNIQUE_STATES
+
+    def __post_init__(self) -> None:
+        validate.key("unique.key", self.key)
+        if not isinstance(self.by_args, bool):
+            raise InvalidArgument(f"unique.by_args={self.by_args!r}: expected True or False")
+        object.__setattr__(self, "period", _unique_period(self.period))
+        object.__setattr__(self, "states", _unique_states(self.states))
+
+    @property
+    def held_states(self) -> tuple[str, ...]:
+        """The statuses in which a job holds its key: `states`, and with a
+        period `completed` too."""
+        if self.period is None or JobStatus.COMPLETED in self.states:
+            return tuple(self.states)
+        return _in_status_order((*self.states, JobStatus.COMPLETED.value))
+
+    def base_key(self, job_type: str, payload_json: str) -> str:
+        """The key's text before its time bucket: a compact JSON object of
+        the job type, `key`, the payload's hash and the period (those set), so
+        two different requests never share it. The database appends
+        `@<bucket start, UTC>` when there is a period."""
+        parts: dict[str, Any] = {"job_type": job_type}
+        if self.key is not None:
+            parts["key"] = self.key
+        if self.by_args:
+            parts["args"] = args_digest(payload_json)
+        if self.period is not None:
+            parts["period"] = self.period
+        text = json.dumps(parts, separators=(",", ":"), ensure_ascii=False)
+        if len(text.encode("utf-8")) > MAX_UNIQUE_KEY_BYTES:
+            digest = hashlib.sha256(text.encode("utf-8")).hexdigest()
+            text = json.dumps({"sha256": digest}, separators=(",", ":"))
+        return text
+
+    @classmethod
+    def of(cls, value: object) -> Unique | None:
+        """`value` as a `Unique`: one already, None, or a mapping of its
+        fields (a JSON line of `jobvisor enqueue --file`)."""
+        if value is None or isinstance(value, Unique):
+            return value
+        if isinstance(value, Mapping):
+            try:
+                return cls(**value)
+            except TypeError as exc:
+                raise InvalidArgument(f"unique={validate.short(value)}: {exc}") from None
+        raise InvalidArgument(
+            f"unique={validate.short(value)}: expected a jobvisor.Unique "
+            "(or a mapping of its fields)"
+        )
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class UniqueKey:
+    """What the insert of a job enqueued with `unique` needs: the key's text
+    before its time bucket (`Unique.base_key`), the period, the statuses
+    that hold the key, and what to do when a job holds it."""
+
+    base: str
+    period: int | None
+    states: tuple[str, ...]
+    on_conflict: OnConflict
+
+
+def _unique_period(value: object) -> int | None:
+    if value is None:
+        return None
+    seconds = validate.seconds("unique.period", value, low=1.0, high=validate.MAX_DELAY)
+    if not seconds.is_integer():
+        raise InvalidArgument(
+            f"unique.period={validate.short(value)}: expected whole seconds, at least 1"
+        )
+    return int(seconds)
+
+
+def _unique_states(value: object) -> tuple[str, ...]:
+    if isinstance(value, str) or not isinstance(value, Iterable):
+        raise InvalidArgument(
+            f"unique.states={validate.short(value)}: expected a list of status names"
+        )
+    states = list(value)
+    known = [s.value for s in JobStatus]
+    for state in states:
+        if state not in known:
+            raise InvalidArgument(
+                f"unique.states: {validate.short(state)} is not a job status; "
+                f"expected some of {', '.join(known)}"
+            )
+    if JobStatus.PENDING.value not in states:
+        raise InvalidArgument(
+            f"unique.states={validate.short(value)}: expected a list that includes 'pending' "
+            "(a new job is pending: it must hold its key)"
+        )
+    return _in_status_order(states)
+
+
+def _in_status_order(states: Iterable[str]) -> tuple[str, ...]:
+    chosen = {str(s) for s in states}
+    return tuple(s.value for s in JobStatus if s.value in chosen)
+
+
+def args_digest(payload_json: str) -> str:
+    """The hash `Unique(by_args=True)` keys on: SHA-256 (128 bits, hex) of the
+    payload's canonical JSON, keys sorted and no spaces, so the order a dict
+    was built in does not matter (numbers are as JSON wrote them: 1 and 1.0
+    differ)."""
+    canonical = json.dumps(
+        json.loads(payload_json), sort_keys=True, separators=(",", ":"), ensure_ascii=False
+    )
+    return hashlib.sha256(canonical.encode("utf-8")).hexdigest()[:32]
 
 
 _last_id = (0, 0)  # (milliseconds, 12-bit counter) of this process's last id
@@ -177,6 +339,7 @@ class NewJob:
     dedupe_key: str | None
     correlation_id: str | None
     meta: dict[str, Any] | None = None
+    unique: UniqueKey | None = None
 
     @classmethod
     def build(
@@ -191,6 +354,8 @@ class NewJob:
         max_attempts: int = DEFAULT_MAX_ATTEMPTS,
         dedupe_key: str | None = None,
         correlation_id: str | None = None,
+        unique: Unique | None = None,
+        on_conflict: OnConflict | str = OnConflict.IGNORE,
     ) -> NewJob:
         """Check every argument and raise `InvalidArgument` naming the bad one.
         These keyword arguments are the enqueue signature: `enqueue` and the
@@ -199,10 +364,12 @@ class NewJob:
             raise InvalidArgument(
                 f"run_at={run_at!r} and delay={delay!r}: expected at most one of them"
             )
+        job_type = validate.name("job_type", job_type)
+        text = payload_json(payload)
         return cls(
             id=new_job_id(),
-            job_type=validate.name("job_type", job_type),
-            payload_json=payload_json(payload),
+            job_type=job_type,
+            payload_json=text,
             queue=validate.name("queue", queue),
             priority=validate.count("priority", priority, low=-(2**31), high=validate.MAX_INT32),
             run_at=None if run_at is None else validate.run_at("run_at", run_at),
@@ -212,12 +379,43 @@ class NewJob:
             max_attempts=validate.count("max_attempts", max_attempts, high=validate.MAX_INT32),
             dedupe_key=validate.key("dedupe_key", dedupe_key),
             correlation_id=validate.key("correlation_id", correlation_id),
+            # A job without `unique` (most of them) skips its checks.
+            **(
+                _unique_fields(job_type, text, unique, on_conflict, dedupe_key)
+                if unique is not None or on_conflict is not OnConflict.IGNORE
+                else _NO_UNIQUE
+            ),
         )
 
     @property
     def payload_bytes(self) -> int:
         """The size of the payload's JSON in UTF-8 bytes."""
         return len(self.payload_json.encode("utf-8"))
+
+
+_NO_UNIQUE: Mapping[str, Any] = {}
+
+
+def _unique_fields(
+    job_type: str, text: str, unique: object, on_conflict: object, dedupe_key: object
+) -> dict[str, Any]:
+    """The `NewJob` fields of `unique` and `on_conflict`, checked."""
+    conflict = OnConflict.of(on_conflict)
+    spec = Unique.of(unique)
+    if spec is None:
+        if conflict is not OnConflict.IGNORE:
+            raise InvalidArgument(
+                f"on_conflict={conflict.value!r}: expected unique=Unique(...) with it"
+            )
+        return {}
+    if dedupe_key is not None:
+        raise InvalidArgument(
+            f"dedupe_key={validate.short(dedupe_key)} and unique: expected at most one of "
+            "them (Unique(key=...) covers a dedupe key)"
+        )
+    period = cast(int | None, spec.period)  # whole seconds once checked
+    key = UniqueKey(spec.base_key(job_type, text), period, spec.held_states, conflict)
+    return {"unique": key}
 
 
 ENQUEUE_KEYS: tuple[str, ...] = tuple(

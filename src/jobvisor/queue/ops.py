@@ -36,6 +36,7 @@ from .model import (
     Job,
     JobStatus,
     NewJob,
+    OnConflict,
     Readiness,
     Renewal,
     RetryPolicy,
@@ -43,6 +44,7 @@ from .model import (
     Summary,
     SummaryRow,
     TypeRequeue,
+    Unique,
     XminHolder,
     payload_json,
 )
@@ -226,8 +228,13 @@ def schema_version(ctx: Ctx) -> Plan[int]:
 
 
 def _insert_one(ctx: Ctx, job: NewJob, *, notify: bool) -> Steps[uuid.UUID]:
-    """Insert one job (or find the live job holding its dedupe key). With
-    `notify`, PostgreSQL's insert wakes idle workers in the same statement."""
+    """Insert one job, or find the job holding its dedupe or unique key (a
+    pending holder takes its payload and run_at under `on_conflict="replace"`).
+    With `notify`, PostgreSQL's insert wakes idle workers in the same statement.
+
+    A conflict is settled by the insert itself (ON CONFLICT on a unique
+    index); only then is the holder's id read, and if the holder let the key
+    go in between, the insert is tried again."""
     d = ctx.dialect
     params = {
         "id": d.id(job.id),
@@ -244,23 +251,40 @@ def _insert_one(ctx: Ctx, job: NewJob, *, notify: bool) -> Steps[uuid.UUID]:
         "now": ctx.now(),
         "notify": notify,
     }
-    return (yield from _insert_params(ctx, params))
+    return (yield from _insert_params(ctx, job, params))
 
 
-def _insert_params(ctx: Ctx, params: dict[str, Any]) -> Steps[uuid.UUID]:
-    """JOB_INSERT with these parameters, or the id of the live job holding
-    its dedupe key."""
+def _insert_params(ctx: Ctx, job: NewJob, params: dict[str, Any]) -> Steps[uuid.UUID]:
+    """Insert a job with these parameters (JOB_INSERT's; the unique key's
+    added here), or return the id of the job holding its key."""
     d = ctx.dialect
+    insert, holder, holder_params = _insert_statements(ctx, job)
+    params.update(holder_params)
+    if job.unique is not None:
+        params["unique_states"] = d.names(job.unique.states)
     while True:
-        row = yield Stmt(d.sql.JOB_INSERT, params, fetch="one")
+        row = yield Stmt(insert, params, fetch="one")
         if row is not None:
             return d.id_out(row[0])
-        existing = yield Stmt(
-            d.sql.JOB_GET_LIVE_BY_DEDUPE_KEY, {"dedupe_key": params["dedupe_key"]}, fetch="one"
-        )
+        existing = yield Stmt(holder, holder_params, fetch="one")
         if existing is not None:
             return d.id_out(existing[0])
-        # The live holder of the key finished in between: insert again.
+        # The holder of the key let it go in between: insert again.
+
+
+def _insert_statements(
+    ctx: Ctx, job: NewJob
+) -> tuple[LiteralString, LiteralString, dict[str, Any]]:
+    """The insert of one job, the read of its key's holder after a conflict,
+    and the parameters of that read (the insert takes them too)."""
+    sql = ctx.dialect.sql
+    unique = job.unique
+    if unique is None:
+        return sql.JOB_INSERT, sql.JOB_GET_LIVE_BY_DEDUPE_KEY, {"dedupe_key": job.dedupe_key}
+    key = {"unique_key": unique.base, "unique_period": unique.period, "now": ctx.now()}
+    replace = unique.on_conflict is OnConflict.REPLACE
+    insert = sql.JOB_INSERT_UNIQUE_REPLACE if replace else sql.JOB_INSERT_UNIQUE
+    return insert, sql.JOB_GET_BY_UNIQUE_KEY, key
 
 
 def enqueue(
@@ -275,10 +299,16 @@ def enqueue(
     max_attempts: int = DEFAULT_MAX_ATTEMPTS,
     dedupe_key: str | None = None,
     correlation_id: str | None = None,
+    unique: Unique | None = None,
+    on_conflict: OnConflict | str = OnConflict.IGNORE,
     conn: Any = None,
 ) -> Plan[uuid.UUID]:
     """Add one job; returns its id. With `dedupe_key`, a live job with the same
-    key is returned instead and nothing is written. With `conn`, the job is
+    key is returned instead and nothing is written. With `unique` (a
+    `Unique`), the job holding the same unique key is returned instead:
+    with `on_conflict="ignore"` nothing is written; with `"replace"` a
+    pending holder takes this payload and run_at (a debounce), while one that
+    is running or past it is left unchanged. With `conn`, the job is
     written in the caller's transaction and exists only if the caller commits.
 
     The correlation id defaults to the context's (see `correlation_scope`),
@@ -300,6 +330,8 @@ def enqueue(
                 max_attempts=max_attempts,
                 dedupe_key=dedupe_key,
                 correlation_id=correlation_id,
+                unique=unique,
+                on_conflict=on_conflict,
             ),
         ),
     )
@@ -336,9 +368,11 @@ def enqueue_many(
     (`{"job_type": "send_email", "payload": {...}, "priority": 5}`). Every item
     is checked before anything is written (`InvalidArgument` names the first
     bad one, `jobs[i]`). The rows go in by one binary COPY on PostgreSQL
-    (executemany on SQLite); those with a dedupe key go in one by one, so a
-    live job holding the key is returned instead, as `enqueue` does. Every
-    job records the same trace context, as in `enqueue`.
+    (executemany on SQLite); those with a dedupe key or `unique` go in one by
+    one beside it, each with its own `unique` and `on_conflict`, so the job
+    holding the key is returned instead, as `enqueue` does (two items with
+    one key: the second finds the first). Every job records the same trace
+    context, as in `enqueue`.
     """
     d = ctx.dialect
     checked = bulk.check(
@@ -358,8 +392,9 @@ def enqueue_many(
         if plain:
             yield Stmt(d.sql.JOB_COLUMNS_COPY, fetch="copy", rows=plain, types=d.copy_types)
         ids = checked.ids
-        for index in checked.keyed:
-            ids[index] = yield from _insert_params(ctx, _keyed_params(checked.rows[index], now))
+        for index, job in checked.keyed.items():
+            params = _keyed_params(checked.rows[index], now)
+            ids[index] = yield from _insert_params(ctx, job, params)
         if d.notifies:
             for queue in sorted(checked.queues):
                 yield Stmt(d.sql.JOB_NOTIFY, {"queue": queue}, fetch="all")
@@ -369,7 +404,7 @@ def enqueue_many(
 
 
 def _keyed_params(row: list[Any], now: Any) -> dict[str, Any]:
-    """JOB_INSERT's parameters for a bulk row with a dedupe key (its times set)."""
+    """JOB_INSERT's parameters for a bulk row with a key (its times set)."""
     return {
         "id": row[bulk.ID],
         "queue": row[bulk.QUEUE],

@@ -80,6 +80,50 @@ JOB_INSERT: Final[LiteralString] = (
     " FROM inserted"
 )
 
+UNIQUE_KEY: Final[LiteralString] = (
+    # A unique job's key: its base text, and with a period the start of the
+    # database clock's current bucket, floor(now / period) * period, in UTC.
+    "(%(unique_key)s::text || CASE WHEN %(unique_period)s::bigint IS NULL THEN '' ELSE '@'"
+    " || to_char(to_timestamp(floor(extract(epoch FROM %(now)s::timestamptz)"
+    "   / %(unique_period)s::bigint) * %(unique_period)s::bigint) AT TIME ZONE 'UTC',"
+    '   \'YYYY-MM-DD"T"HH24:MI:SS"Z"\') END)'
+)
+
+_UNIQUE_INSERT: Final[LiteralString] = (
+    "INSERT INTO jobvisor_jobs (id, queue, job_type, payload, priority, run_at,"
+    " max_attempts, correlation_id, created_at, meta, unique_key, unique_states)"
+    " VALUES (%(id)s, %(queue)s, %(job_type)s, %(payload)s::jsonb, %(priority)s,"
+    " coalesce(%(run_at)s::timestamptz, %(now)s::timestamptz"
+    "   + coalesce(%(delay)s::float8, 0) * interval '1 second'),"
+    " %(max_attempts)s, %(correlation_id)s, %(now)s::timestamptz,"
+    " %(meta)s::jsonb, " + UNIQUE_KEY + ", %(unique_states)s::text[])"
+    " ON CONFLICT (unique_key) WHERE unique_key IS NOT NULL"
+)
+
+JOB_INSERT_UNIQUE: Final[LiteralString] = (
+    # Insert one job unless a job holds its unique key; returns the new id or
+    # nothing. With `notify`, a new job wakes idle workers (at its commit).
+    "WITH written AS (" + _UNIQUE_INSERT + " DO NOTHING RETURNING id, queue)"
+    " SELECT id, CASE WHEN %(notify)s::bool THEN pg_notify('" + NOTIFY_CHANNEL + "', queue) END"
+    " FROM written"
+)
+
+JOB_INSERT_UNIQUE_REPLACE: Final[LiteralString] = (
+    # JOB_INSERT_UNIQUE, but a pending holder of the key takes the new payload
+    # and run_at (and its id is returned); a holder in any other status is
+    # left as it is and nothing is returned.
+    "WITH written AS (" + _UNIQUE_INSERT + " DO UPDATE SET payload = excluded.payload,"
+    " run_at = excluded.run_at WHERE jobvisor_jobs.status = 'pending'"
+    " RETURNING id, queue)"
+    " SELECT id, CASE WHEN %(notify)s::bool THEN pg_notify('" + NOTIFY_CHANNEL + "', queue) END"
+    " FROM written"
+)
+
+JOB_GET_BY_UNIQUE_KEY: Final[LiteralString] = (
+    # The job holding a unique key (its bucket read from the clock again).
+    "SELECT id FROM jobvisor_jobs WHERE unique_key = " + UNIQUE_KEY
+)
+
 JOB_GET_LIVE_BY_DEDUPE_KEY: Final[LiteralString] = (
     # The live job holding a dedupe key.
     "SELECT id FROM jobvisor_jobs WHERE dedupe_key = %(dedupe_key)s"
@@ -294,7 +338,7 @@ JOB_GET: Final[LiteralString] = (
     # One job by id.
     "SELECT id, queue, job_type, payload, priority, run_at, status, attempts, max_attempts,"
     " last_error, correlation_id, dedupe_key, lease_expires_at, claim_token, worker_id,"
-    " created_at, started_at, finished_at, meta, result, progress, errors"
+    " created_at, started_at, finished_at, meta, result, progress, errors, unique_key"
     " FROM jobvisor_jobs WHERE id = %(id)s"
 )
 
@@ -302,7 +346,7 @@ JOB_LIST_BY_STATUS: Final[LiteralString] = (
     # Jobs of one status, oldest finished first (then oldest created).
     "SELECT id, queue, job_type, payload, priority, run_at, status, attempts, max_attempts,"
     " last_error, correlation_id, dedupe_key, lease_expires_at, claim_token, worker_id,"
-    " created_at, started_at, finished_at, meta, result, progress, errors"
+    " created_at, started_at, finished_at, meta, result, progress, errors, unique_key"
     " FROM jobvisor_jobs WHERE status = %(status)s"
     " AND (%(job_type)s::text IS NULL OR job_type = %(job_type)s::text)"
     " ORDER BY finished_at NULLS LAST, id LIMIT %(limit)s"

@@ -64,6 +64,45 @@ JOB_INSERT: Final[LiteralString] = (
     " RETURNING id"
 )
 
+UNIQUE_KEY: Final[LiteralString] = (
+    # A unique job's key: its base text, and with a period the start of the
+    # clock's current bucket, floor(now / period) * period, in UTC.
+    "(:unique_key || CASE WHEN :unique_period IS NULL THEN '' ELSE '@'"
+    " || strftime('%Y-%m-%dT%H:%M:%SZ', CAST(:now / :unique_period AS INTEGER)"
+    "   * :unique_period, 'unixepoch') END)"
+)
+
+_UNIQUE_INSERT: Final[LiteralString] = (
+    "INSERT INTO jobvisor_jobs (id, queue, job_type, payload, priority, run_at,"
+    " max_attempts, correlation_id, created_at, meta, unique_key, unique_states)"
+    " VALUES (:id, :queue, :job_type, :payload, :priority,"
+    " coalesce(:run_at, :now"
+    "   + coalesce(:delay, 0)),"
+    " :max_attempts, :correlation_id,"
+    " :now, :meta,"
+    " " + UNIQUE_KEY + ", :unique_states)"
+    " ON CONFLICT (unique_key) WHERE unique_key IS NOT NULL"
+)
+
+JOB_INSERT_UNIQUE: Final[LiteralString] = (
+    # Insert one job unless a job holds its unique key; returns the new id or
+    # nothing. (`notify` is PostgreSQL's: SQLite workers poll.)
+    _UNIQUE_INSERT + " DO NOTHING RETURNING id"
+)
+
+JOB_INSERT_UNIQUE_REPLACE: Final[LiteralString] = (
+    # JOB_INSERT_UNIQUE, but a pending holder of the key takes the new payload
+    # and run_at (and its id is returned); a holder in any other status is
+    # left as it is and nothing is returned.
+    _UNIQUE_INSERT + " DO UPDATE SET payload = excluded.payload, run_at = excluded.run_at"
+    " WHERE jobvisor_jobs.status = 'pending' RETURNING id"
+)
+
+JOB_GET_BY_UNIQUE_KEY: Final[LiteralString] = (
+    # The job holding a unique key (its bucket read from the clock again).
+    "SELECT id FROM jobvisor_jobs WHERE unique_key = " + UNIQUE_KEY
+)
+
 JOB_GET_LIVE_BY_DEDUPE_KEY: Final[LiteralString] = (
     # The live job holding a dedupe key.
     "SELECT id FROM jobvisor_jobs WHERE dedupe_key = :dedupe_key"
@@ -283,7 +322,7 @@ JOB_GET: Final[LiteralString] = (
     # One job by id.
     "SELECT id, queue, job_type, payload, priority, run_at, status, attempts, max_attempts,"
     " last_error, correlation_id, dedupe_key, lease_expires_at, claim_token, worker_id,"
-    " created_at, started_at, finished_at, meta, result, progress, errors"
+    " created_at, started_at, finished_at, meta, result, progress, errors, unique_key"
     " FROM jobvisor_jobs WHERE id = :id"
 )
 
@@ -291,7 +330,7 @@ JOB_LIST_BY_STATUS: Final[LiteralString] = (
     # Jobs of one status, oldest finished first (then oldest created).
     "SELECT id, queue, job_type, payload, priority, run_at, status, attempts, max_attempts,"
     " last_error, correlation_id, dedupe_key, lease_expires_at, claim_token, worker_id,"
-    " created_at, started_at, finished_at, meta, result, progress, errors"
+    " created_at, started_at, finished_at, meta, result, progress, errors, unique_key"
     " FROM jobvisor_jobs WHERE status = :status"
     " AND (:job_type IS NULL OR job_type = :job_type)"
     " ORDER BY finished_at IS NULL, finished_at, id LIMIT :limit"

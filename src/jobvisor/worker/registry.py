@@ -35,7 +35,7 @@ from typing import Any, NoReturn, TypeVar
 
 from ..queue import validate
 from ..queue.errors import InvalidArgument, JobvisorError
-from ..queue.model import Job, RetryPolicy, progress_json
+from ..queue.model import Job, OnConflict, RetryPolicy, Unique, progress_json
 from ..schedules import InvalidSchedule, ScheduleSpec
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -159,6 +159,8 @@ class Handler:
     `max_attempts`: the default `max_attempts` of jobs built with
     `Registry.job` (the queue stores a job's attempts when it is enqueued).
     `retry`: the backoff between this type's attempts (`Registry.retry_policies`).
+    `unique`, `on_conflict`: the defaults of jobs built with `Registry.job`
+    (see `jobvisor.Unique`): at most one job of the type per key.
     """
 
     job_type: str
@@ -168,6 +170,8 @@ class Handler:
     hard_timeout: float | None = None
     max_attempts: int | None = None
     retry: RetryPolicy | None = None
+    unique: Unique | None = None
+    on_conflict: OnConflict | None = None
 
 
 class Registry:
@@ -185,6 +189,8 @@ class Registry:
         hard_timeout: float | None = None,
         max_attempts: int | None = None,
         retry: RetryPolicy | None = None,
+        unique: Unique | None = None,
+        on_conflict: OnConflict | str | None = None,
     ) -> Callable[[F], F]:
         """Register the decorated function as the handler of `job_type`.
         See `Handler` for the options; bad ones raise `InvalidArgument`."""
@@ -197,6 +203,8 @@ class Registry:
                 hard_timeout=hard_timeout,
                 max_attempts=max_attempts,
                 retry=retry,
+                unique=unique,
+                on_conflict=on_conflict,
             )
             return func
 
@@ -211,6 +219,8 @@ class Registry:
         hard_timeout: float | None = None,
         max_attempts: int | None = None,
         retry: RetryPolicy | None = None,
+        unique: Unique | None = None,
+        on_conflict: OnConflict | str | None = None,
     ) -> Handler:
         """Register `func` for `job_type` (the decorator's plain form)."""
         validate.name("job_type", job_type)
@@ -236,6 +246,7 @@ class Registry:
             hard_timeout=hard,
             max_attempts=max_attempts,
             retry=retry,
+            **_unique_defaults(unique, on_conflict),
         )
         self._handlers[job_type] = handler
         return handler
@@ -307,7 +318,8 @@ class Registry:
 
     def job(self, job_type: str, payload: Any = None, **options: Any) -> dict[str, Any]:
         """The arguments of `queue.enqueue(**…)` (or one item of `enqueue_many`)
-        for a registered type, with the handler's `max_attempts` as default:
+        for a registered type, with the handler's `max_attempts`, `unique` and
+        `on_conflict` as defaults:
 
             queue.enqueue(**registry.job("send_email", {"to": "a@example.org"}))
         """
@@ -319,6 +331,10 @@ class Registry:
         args: dict[str, Any] = {"job_type": job_type, "payload": payload, **options}
         if handler.max_attempts is not None:
             args.setdefault("max_attempts", handler.max_attempts)
+        if handler.unique is not None:
+            args.setdefault("unique", handler.unique)
+        if handler.on_conflict is not None:
+            args.setdefault("on_conflict", handler.on_conflict.value)
         return args
 
     def _known(self, limit: int = 10) -> str:
@@ -332,6 +348,15 @@ class Registry:
 
     def __repr__(self) -> str:
         return f"Registry({self.job_types!r})"
+
+
+def _unique_defaults(unique: object, on_conflict: object) -> dict[str, Any]:
+    """A handler's `unique` and `on_conflict`, checked as an enqueue checks them."""
+    if unique is not None and not isinstance(unique, Unique):
+        raise InvalidArgument(f"unique={validate.short(unique)}: expected a jobvisor.Unique")
+    if on_conflict is None:
+        return {"unique": unique}
+    return {"unique": unique, "on_conflict": OnConflict.of(on_conflict)}
 
 
 class AppError(JobvisorError):

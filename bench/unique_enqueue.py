@@ -1,0 +1,162 @@
+"""What `unique=` costs an enqueue, and how long migration 0009's index build
+holds writes back.
+
+    .venv/bin/python bench/unique_enqueue.py [--calls 5000] [--engine both]
+        [--index-rows 1000000] [--runs 3]
+        [--pg-url postgresql://postgres@127.0.0.1:5432/postgres]
+
+Enqueue: from an empty jobs table, one process calls `enqueue` `--calls`
+times, one job per call (a round trip and a commit each), in four ways:
+
+- plain: no key;
+- unique, new: `Unique(key=str(n))`, every call inserts;
+- unique, ignore: `Unique(key="one")`, every call after the first finds the
+  holder (the insert, then the read of the holder's id);
+- unique, replace: the same key with `on_conflict="replace"`, every call
+  after the first rewrites the pending holder's payload and run_at.
+
+Index build: `--index-rows` jobs are written with `enqueue_many`, the unique
+index is dropped and built again with the migration's statement, timed: the
+time PostgreSQL holds writes back while `migrate()` adds it to a table of
+that size. `--index-rows 0` skips it.
+
+PostgreSQL runs in a database `jobvisor_bench_unique` that the script drops
+and creates; SQLite in a temporary file. With `--runs N` each figure is the
+median of N runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import statistics
+import tempfile
+import time
+import urllib.parse
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import psycopg
+from psycopg import sql
+
+import jobvisor
+from jobvisor import Queue, Unique
+
+DEFAULT_PG_URL = "postgresql://postgres@127.0.0.1:5432/postgres"
+BENCH_DB = "jobvisor_bench_unique"
+INDEX_DROP = "DROP INDEX jobvisor_jobs_unique_idx"
+INDEX_BUILD = (
+    "CREATE UNIQUE INDEX jobvisor_jobs_unique_idx"
+    " ON jobvisor_jobs (unique_key) WHERE unique_key IS NOT NULL"
+)
+
+Way = Callable[[Queue, int], object]
+
+WAYS: dict[str, Way] = {
+    "plain": lambda q, n: q.enqueue("bench", {"n": n}),
+    "unique, new": lambda q, n: q.enqueue("bench", {"n": n}, unique=Unique(key=str(n))),
+    "unique, ignore": lambda q, n: q.enqueue("bench", {"n": n}, unique=Unique(key="one")),
+    "unique, replace": lambda q, n: q.enqueue(
+        "bench", {"n": n}, unique=Unique(key="one"), on_conflict="replace"
+    ),
+}
+
+
+def with_dbname(url: str, dbname: str) -> str:
+    parts = urllib.parse.urlsplit(url)
+    return urllib.parse.urlunsplit(parts._replace(path="/" + dbname))
+
+
+@contextmanager
+def empty_queue(engine: str, pg_url: str) -> Iterator[tuple[Queue, str]]:
+    """A migrated queue on an empty database of `engine`, and its URL."""
+    if engine == "postgres":
+        with psycopg.connect(pg_url, autocommit=True) as admin:
+            admin.execute(sql.SQL("DROP DATABASE IF EXISTS {}").format(sql.Identifier(BENCH_DB)))
+            admin.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(BENCH_DB)))
+        url = with_dbname(pg_url, BENCH_DB)
+        with jobvisor.connect(url) as q:
+            q.migrate()
+            yield q, url
+        with psycopg.connect(pg_url, autocommit=True) as admin:
+            admin.execute(sql.SQL("DROP DATABASE IF EXISTS {}").format(sql.Identifier(BENCH_DB)))
+        return
+    with tempfile.TemporaryDirectory() as tmp:
+        url = f"sqlite:///{Path(tmp) / 'bench.db'}"
+        with jobvisor.connect(url) as q:
+            q.migrate()
+            yield q, url
+
+
+def enqueue_rate(engine: str, pg_url: str, way: Way, calls: int) -> float:
+    with empty_queue(engine, pg_url) as (q, _):
+        way(q, -1)  # the first call (connection, prepared statements) untimed
+        start = time.perf_counter()
+        for n in range(calls):
+            way(q, n)
+        return calls / (time.perf_counter() - start)
+
+
+def index_build_seconds(engine: str, pg_url: str, rows: int) -> float:
+    with empty_queue(engine, pg_url) as (q, url):
+        batch = 100_000
+        for start in range(0, rows, batch):
+            q.enqueue_many([{"job_type": "bench"}] * min(batch, rows - start))
+        if engine == "postgres":
+            with psycopg.connect(url, autocommit=True) as conn:
+                conn.execute("VACUUM ANALYZE jobvisor_jobs")
+                conn.execute(INDEX_DROP)
+                started = time.perf_counter()
+                conn.execute(INDEX_BUILD)
+                return time.perf_counter() - started
+        import sqlite3  # noqa: PLC0415 (only this branch needs it)
+
+        lite = sqlite3.connect(url[len("sqlite:///") :], isolation_level=None)
+        try:
+            lite.execute(INDEX_DROP)
+            started = time.perf_counter()
+            lite.execute(INDEX_BUILD)
+            return time.perf_counter() - started
+        finally:
+            lite.close()
+
+
+def median(measure: Callable[[], float], runs: int) -> float:
+    return statistics.median(measure() for _ in range(runs))
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--calls", type=int, default=5000)
+    parser.add_argument("--engine", choices=["postgres", "sqlite", "both"], default="both")
+    parser.add_argument("--index-rows", type=int, default=1_000_000)
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--pg-url", default=DEFAULT_PG_URL)
+    args = parser.parse_args(argv)
+    engines = ["postgres", "sqlite"] if args.engine == "both" else [args.engine]
+    results: list[tuple[str, str, str]] = []
+    for engine in engines:
+        plain = 0.0
+        for name, way in WAYS.items():
+            measure = functools.partial(enqueue_rate, engine, args.pg_url, way, args.calls)
+            rate = median(measure, args.runs)
+            plain = plain or rate
+            results.append(
+                (engine, f"enqueue, {name}", f"{rate:,.0f} calls/s ({rate / plain:.2f})")
+            )
+            print(*results[-1], sep="  ", flush=True)
+        if args.index_rows:
+            build = functools.partial(index_build_seconds, engine, args.pg_url, args.index_rows)
+            seconds = median(build, args.runs)
+            results.append((engine, f"index build, {args.index_rows:,} rows", f"{seconds:.3f} s"))
+            print(*results[-1], sep="  ", flush=True)
+    print(f"\n== median of {args.runs} run(s), {args.calls:,} calls each ==")
+    width = max(len(r[1]) for r in results)
+    for engine, what, figure in results:
+        print(f"{engine:<9} {what:<{width}}  {figure}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
