@@ -14,10 +14,11 @@ import psycopg
 import pytest
 
 import jobvisor
-from jobvisor import InvalidArgument, JobStatus, Queue
+from jobvisor import AsyncQueue, InvalidArgument, JobStatus, Queue
 from jobvisor.queue import DatabaseError, NewJob
 from jobvisor.queue.api import parse_url
 from jobvisor.queue.model import new_job_id, new_job_ids
+from tests.conftest import run_with
 from tests.invariants import assert_invariants, query_all
 from tests.queue.conftest import MakeQueue
 from tests.queue.helpers import Clock, row_count
@@ -224,3 +225,23 @@ def test_job_ids_strictly_increase_across_batches() -> None:
     assert len(set(made)) == len(made)
     assert {u.version for u in made} == {7}
     assert new_job_ids(0) == []
+
+
+def test_async_bulk_enqueue(aqueue: AsyncQueue, url: str) -> None:
+    """The async face runs the same plan: the COPY, the keyed rows, the
+    time filled in by the async runner."""
+
+    async def body(q: AsyncQueue) -> tuple[list[Any], list[Any]]:
+        held = await q.enqueue("a", dedupe_key="k")
+        items: list[Any] = [{"job_type": "a", "payload": {"n": n}} for n in range(2000)]
+        items.insert(1000, {"job_type": "a", "dedupe_key": "k"})
+        ids = await q.enqueue_many(items)
+        assert ids[1000] == held
+        jobs = [await q.get(ids[n]) for n in (0, 999, 1001, 2000)]
+        return ids, [j.payload for j in jobs]
+
+    ids, payloads = run_with(aqueue, body)
+    assert payloads == [{"n": 0}, {"n": 999}, {"n": 1000}, {"n": 1999}]
+    assert len(set(ids)) == 2001
+    assert row_count(url) == 2001
+    assert_invariants(url)
