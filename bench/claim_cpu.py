@@ -9,8 +9,9 @@ One process enqueues `--jobs` jobs, then loops `claim(limit=--batch)` and
 and `time.process_time()` per job (this process's CPU only). CPU time hardly
 moves when other programs share the machine, where wall time does: it is the
 figure to compare two versions of the API on a busy machine. Each figure is
-the median of `--runs` runs. PostgreSQL runs in a database `jobvisor_bench`
-that the script drops and creates; SQLite in a temporary file.
+the median of `--runs` runs. PostgreSQL runs in a database
+`jobvisor_bench_claim_cpu` that the script drops and creates; SQLite in a
+temporary file.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from psycopg import sql
 import jobvisor
 
 DEFAULT_PG_URL = "postgresql://postgres@127.0.0.1:5432/postgres"
-BENCH_DB = "jobvisor_bench"
+BENCH_DB = "jobvisor_bench_claim_cpu"
 
 
 def fresh_url(engine: str, admin_url: str, tmp: Path) -> str:

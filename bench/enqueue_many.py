@@ -15,9 +15,9 @@ The items are mappings as an application passes them (`{"job_type": ...,
 "payload": {...}}`), so the checks of every item are in the figure. With
 `--dedupe F`, that fraction of the items carries a dedupe key (half of them
 a key an earlier item already holds). Each figure is the median of `--runs`
-runs. PostgreSQL runs in a database `jobvisor_bench` that the script drops
-and creates (`--pg-url` names the server's maintenance database); SQLite in
-a temporary file.
+runs. PostgreSQL runs in a database `jobvisor_bench_enqueue_many` that the
+script drops and creates (`--pg-url` names the server's maintenance
+database); SQLite in a temporary file.
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ from psycopg import sql
 import jobvisor
 
 DEFAULT_PG_URL = "postgresql://postgres@127.0.0.1:5432/postgres"
-BENCH_DB = "jobvisor_bench"
+BENCH_DB = "jobvisor_bench_enqueue_many"
 
 
 def with_dbname(url: str, dbname: str) -> str:
@@ -47,7 +47,7 @@ def with_dbname(url: str, dbname: str) -> str:
 
 
 def fresh_postgres(admin_url: str) -> str:
-    """Drop and create `jobvisor_bench`, migrate it, and return its URL."""
+    """Drop and create the benchmark's database, migrate it, and return its URL."""
     with psycopg.connect(admin_url, autocommit=True) as conn:
         name = sql.Identifier(BENCH_DB)
         conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(name))
