@@ -126,6 +126,8 @@ class SqlSet(Protocol):
     JOB_COLUMNS_COPY: LiteralString
     JOB_INSERT: LiteralString
     JOB_GET_LIVE_BY_DEDUPE_KEY: LiteralString
+    JOB_INSERT_KEYED_MANY: LiteralString
+    JOB_GET_LIVE_BY_DEDUPE_KEYS: LiteralString
     JOB_INSERT_UNIQUE: LiteralString
     JOB_INSERT_UNIQUE_REPLACE: LiteralString
     JOB_GET_BY_UNIQUE_KEY: LiteralString
@@ -210,6 +212,10 @@ class Dialect(Protocol):
         """(job_type or None for the default, base, cap, jitter) rows for the reaper."""
         ...
 
+    def keyed_rows(self, rows: Sequence[Sequence[Any]]) -> dict[str, Any]:
+        """Bulk rows (`queue.bulk`'s, times set) as JOB_INSERT_KEYED_MANY takes them."""
+        ...
+
     def id_out(self, value: Any) -> uuid.UUID: ...
 
     def meta(self, value: dict[str, Any] | None) -> str | None: ...
@@ -255,6 +261,13 @@ class PostgresDialect:
 
     def results(self, jobs: Sequence[Job], results: Mapping[uuid.UUID, str] | None) -> Any:
         return [results.get(j.id) for j in jobs] if results else None
+
+    def keyed_rows(self, rows: Sequence[Sequence[Any]]) -> dict[str, Any]:
+        names: tuple[str, ...] = ("ids", "queues", "job_types", "payloads", "priorities")
+        names += ("run_ats", "max_attempts", "dedupe_keys", "correlation_ids", "created", "metas")
+        columns = {name: [row[i] for row in rows] for i, name in enumerate(names)}
+        del columns["created"]  # the statement's own `now`
+        return columns
 
     def policies(self, rows: Sequence[tuple[str | None, float, float, float]]) -> dict[str, Any]:
         return {
@@ -365,6 +378,9 @@ class SqliteDialect:
 
     def policies(self, rows: Sequence[tuple[str | None, float, float, float]]) -> dict[str, Any]:
         return {"policies": json.dumps([list(r) for r in rows])}
+
+    def keyed_rows(self, rows: Sequence[Sequence[Any]]) -> dict[str, Any]:
+        return {"rows": json.dumps([[*row[:9], row[10]] for row in rows])}
 
     def id_out(self, value: Any) -> uuid.UUID:
         return uuid.UUID(value)

@@ -392,15 +392,42 @@ def enqueue_many(
         if plain:
             yield Stmt(d.sql.JOB_COLUMNS_COPY, fetch="copy", rows=plain, types=d.copy_types)
         ids = checked.ids
-        for index, job in checked.keyed.items():
-            params = _keyed_params(checked.rows[index], now)
-            ids[index] = yield from _insert_params(ctx, job, params)
+        yield from _insert_keyed(ctx, checked, now)
         if d.notifies:
             for queue in sorted(checked.queues):
                 yield Stmt(d.sql.JOB_NOTIFY, {"queue": queue}, fetch="all")
         return ids
 
     return Plan(steps(), conn=conn)
+
+
+def _insert_keyed(ctx: Ctx, checked: bulk.Rows, now: Any) -> Steps[None]:
+    """The bulk rows with a key, their ids set to the jobs that hold the keys.
+    Those with a dedupe key go in one statement (ON CONFLICT DO NOTHING),
+    then one read finds the holders of the keys it skipped; a row whose
+    holder let its key go in between, and a row with `unique`, goes in as
+    `enqueue` does it, one by one."""
+    d = ctx.dialect
+    rows, ids = checked.rows, checked.ids
+    deduped = [i for i, job in checked.keyed.items() if job.unique is None]
+    alone = [i for i, job in checked.keyed.items() if job.unique is not None]
+    if deduped:
+        params = {**d.keyed_rows([rows[i] for i in deduped]), "now": now}
+        inserted = yield Stmt(d.sql.JOB_INSERT_KEYED_MANY, params, fetch="all")
+        new = {d.id_out(r[0]) for r in inserted}
+        skipped = [i for i in deduped if ids[i] not in new]
+        if skipped:
+            keys = d.names(sorted({rows[i][bulk.DEDUPE_KEY] for i in skipped}))
+            found = yield Stmt(d.sql.JOB_GET_LIVE_BY_DEDUPE_KEYS, {"keys": keys}, fetch="all")
+            holders = {key: d.id_out(job_id) for key, job_id in found}
+            for i in skipped:
+                holder = holders.get(rows[i][bulk.DEDUPE_KEY])
+                if holder is None:
+                    alone.append(i)
+                else:
+                    ids[i] = holder
+    for i in sorted(alone):
+        ids[i] = yield from _insert_params(ctx, checked.keyed[i], _keyed_params(rows[i], now))
 
 
 def _keyed_params(row: list[Any], now: Any) -> dict[str, Any]:

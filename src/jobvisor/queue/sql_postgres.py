@@ -124,6 +124,31 @@ JOB_GET_BY_UNIQUE_KEY: Final[LiteralString] = (
     "SELECT id FROM jobvisor_jobs WHERE unique_key = " + UNIQUE_KEY
 )
 
+JOB_INSERT_KEYED_MANY: Final[LiteralString] = (
+    # Insert many jobs with dedupe keys (one array per column, in the order of
+    # JOB_COLUMNS_COPY's), each unless a live job has its key (an earlier row
+    # of the same statement included); returns the ids inserted.
+    "INSERT INTO jobvisor_jobs (id, queue, job_type, payload, priority, run_at,"
+    " max_attempts, dedupe_key, correlation_id, created_at, meta)"
+    " SELECT r.id, r.queue, r.job_type, r.payload, r.priority, r.run_at, r.max_attempts,"
+    " r.dedupe_key, r.correlation_id, %(now)s::timestamptz, r.meta"
+    " FROM unnest(%(ids)s::uuid[], %(queues)s::text[], %(job_types)s::text[],"
+    "   %(payloads)s::jsonb[], %(priorities)s::int4[], %(run_ats)s::timestamptz[],"
+    "   %(max_attempts)s::int4[], %(dedupe_keys)s::text[], %(correlation_ids)s::text[],"
+    "   %(metas)s::jsonb[]) WITH ORDINALITY"
+    "   AS r(id, queue, job_type, payload, priority, run_at, max_attempts, dedupe_key,"
+    "   correlation_id, meta, n) ORDER BY r.n"
+    " ON CONFLICT (dedupe_key) WHERE dedupe_key IS NOT NULL"
+    "   AND status IN ('pending', 'running', 'retryable') DO NOTHING"
+    " RETURNING id"
+)
+
+JOB_GET_LIVE_BY_DEDUPE_KEYS: Final[LiteralString] = (
+    # The live jobs holding any of these dedupe keys: (key, id).
+    "SELECT dedupe_key, id FROM jobvisor_jobs WHERE dedupe_key = ANY(%(keys)s::text[])"
+    " AND status IN ('pending', 'running', 'retryable')"
+)
+
 JOB_GET_LIVE_BY_DEDUPE_KEY: Final[LiteralString] = (
     # The live job holding a dedupe key.
     "SELECT id FROM jobvisor_jobs WHERE dedupe_key = %(dedupe_key)s"

@@ -103,6 +103,32 @@ JOB_GET_BY_UNIQUE_KEY: Final[LiteralString] = (
     "SELECT id FROM jobvisor_jobs WHERE unique_key = " + UNIQUE_KEY
 )
 
+JOB_INSERT_KEYED_MANY: Final[LiteralString] = (
+    # Insert many jobs with dedupe keys (`rows`: a JSON array of rows, their
+    # columns in the order of JOB_COLUMNS_COPY's, created_at left out), each
+    # unless a live job has its key (an earlier row included); returns the
+    # ids inserted. (`WHERE true` tells the parser the ON CONFLICT is the
+    # upsert's.)
+    "INSERT INTO jobvisor_jobs (id, queue, job_type, payload, priority, run_at,"
+    " max_attempts, dedupe_key, correlation_id, created_at, meta)"
+    " SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]'),"
+    " json_extract(value, '$[2]'), json_extract(value, '$[3]'),"
+    " json_extract(value, '$[4]'), json_extract(value, '$[5]'),"
+    " json_extract(value, '$[6]'), json_extract(value, '$[7]'),"
+    " json_extract(value, '$[8]'), :now, json_extract(value, '$[9]')"
+    " FROM json_each(:rows) WHERE true ORDER BY key"
+    " ON CONFLICT (dedupe_key) WHERE dedupe_key IS NOT NULL"
+    "   AND status IN ('pending', 'running', 'retryable') DO NOTHING"
+    " RETURNING id"
+)
+
+JOB_GET_LIVE_BY_DEDUPE_KEYS: Final[LiteralString] = (
+    # The live jobs holding any of these dedupe keys: (key, id).
+    "SELECT dedupe_key, id FROM jobvisor_jobs"
+    " WHERE dedupe_key IN (SELECT value FROM json_each(:keys))"
+    " AND status IN ('pending', 'running', 'retryable')"
+)
+
 JOB_GET_LIVE_BY_DEDUPE_KEY: Final[LiteralString] = (
     # The live job holding a dedupe key.
     "SELECT id FROM jobvisor_jobs WHERE dedupe_key = :dedupe_key"
