@@ -245,3 +245,23 @@ def test_async_bulk_enqueue(aqueue: AsyncQueue, url: str) -> None:
     assert len(set(ids)) == 2001
     assert row_count(url) == 2001
     assert_invariants(url)
+
+
+def test_dedupe_keys_and_unique_keys_in_one_call(queue: Queue, url: str) -> None:
+    """Rows with a dedupe key go in together, rows with `unique` one by one,
+    the plain ones by the COPY: each gets the id `enqueue` would give it."""
+    items: list[dict[str, Any]] = [
+        {"job_type": "u", "unique": jobvisor.Unique(key="one")},
+        {"job_type": "d", "dedupe_key": "k"},
+        {"job_type": "p"},
+        {"job_type": "u", "unique": jobvisor.Unique(key="one")},
+        {"job_type": "d", "dedupe_key": "k"},
+        {"job_type": "d", "dedupe_key": "other"},
+    ]
+    ids = queue.enqueue_many(items)
+    assert ids[3] == ids[0] and ids[4] == ids[1]
+    assert len(set(ids)) == 4 == row_count(url)
+    assert queue.enqueue("u", unique=jobvisor.Unique(key="one")) == ids[0]
+    assert queue.enqueue("d", dedupe_key="k") == ids[1]
+    assert [queue.get(i).job_type for i in ids] == ["u", "d", "p", "u", "d", "d"]
+    assert_invariants(url)
