@@ -10,7 +10,7 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.jobvisor-installed
-CHECKED := src tests bench
+CHECKED := src tests bench examples
 PYTEST_ARGS ?=
 BENCH_ARGS ?=
 

@@ -3,11 +3,15 @@ default, its tour runs, and the two set-up commands exist in the Makefile."""
 
 from __future__ import annotations
 
+import contextlib
+import inspect
 import re
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from jobvisor import testing
 from jobvisor.config import SETTINGS, Setting
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -55,18 +59,39 @@ def test_the_two_setup_commands_are_makefile_targets() -> None:
         assert re.search(rf"^{target}:", makefile, flags=re.MULTILINE), f"no `{target}:` target"
 
 
-def test_the_tour_runs_on_sqlite(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Every ```python block, in order, in one namespace, in an empty directory."""
+def run_tour(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
+    """Every ```python block, in order, in one namespace, in an empty
+    directory, as a file of its own would run (no `from __future__` of ours)."""
     blocks = python_blocks()
     assert len(blocks) >= 5, "the README's tour has lost its code blocks"
     monkeypatch.chdir(tmp_path)
-    namespace: dict[str, object] = {"__name__": "readme_tour"}
+    namespace: dict[str, Any] = {"__name__": "readme_tour"}
     for number, block in enumerate(blocks, 1):
         try:
-            exec(compile(block, f"README.md python block {number}", "exec"), namespace)
+            code = compile(block, f"README.md python block {number}", "exec", dont_inherit=True)
+            exec(code, namespace)
         except Exception as exc:
             raise AssertionError(f"README python block {number} failed:\n{block}") from exc
+    return namespace
+
+
+def test_the_tour_runs_on_sqlite(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    run_tour(tmp_path, monkeypatch)
     assert (tmp_path / "tour.db").exists()
+
+
+def test_the_tour_s_pytest_example_passes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The README's `test_*` functions pass, the plugin's fixtures given as
+    pytest would give them."""
+    namespace = run_tour(tmp_path, monkeypatch)
+    tests = {name: f for name, f in namespace.items() if name.startswith("test_")}
+    assert len(tests) >= 3, "the README's pytest example has lost its tests"
+    fixtures = {"jobvisor_recording": testing.recording, "jobvisor_inline": testing.inline}
+    for test in tests.values():
+        wanted = list(inspect.signature(test).parameters)
+        with contextlib.ExitStack() as stack:
+            test(*(stack.enter_context(fixtures[p]()) for p in wanted))
+    namespace["q"].close()
 
 
 @pytest.mark.parametrize(

@@ -19,6 +19,7 @@ as one line, and the exit code says what happened:
 from __future__ import annotations
 
 import argparse
+import asyncio
 import contextlib
 import datetime as dt
 import json
@@ -41,7 +42,7 @@ from .config import (
     hide_database_url_flag,
 )
 from .exitcodes import ExitCode
-from .log import install_redacting_hooks
+from .log import install_redacting_hooks, setup_logging
 from .queue import (
     InvalidArgument,
     JobNotFound,
@@ -52,7 +53,7 @@ from .queue import (
     connect,
     validate,
 )
-from .queue.model import ENQUEUE_KEYS, Job
+from .queue.model import ENQUEUE_KEYS, Job, Limit, LimitScope
 from .queue.redact import redact_text
 
 EXIT_OK = ExitCode.OK
@@ -202,6 +203,20 @@ def cmd_run(args: argparse.Namespace, config: Config) -> int:
     from .supervisor import main  # noqa: PLC0415
 
     return int(main(config))
+
+
+def cmd_web(args: argparse.Namespace, config: Config) -> int:
+    if not config.web_addr:
+        raise UsageError("JOBVISOR_WEB_ADDR is empty: expected host:port")
+    # Imported here: only this command (and `run` with the dashboard on) needs it.
+    from .web import serve  # noqa: PLC0415
+
+    setup_logging(config.log_format, config.log_level)
+    try:
+        asyncio.run(serve.run(config))
+    except OSError as exc:
+        raise OperationFailed(f"cannot serve on {config.web_addr}: {exc}") from None
+    return EXIT_OK
 
 
 def cmd_migrate(args: argparse.Namespace, config: Config) -> int:
@@ -610,10 +625,22 @@ def cmd_queue_resume(args: argparse.Namespace, config: Config) -> int:
     return EXIT_OK
 
 
+def _limit_json(limit: Limit | None) -> dict[str, Any] | None:
+    if limit is None:
+        return None
+    return {
+        "concurrency": limit.concurrency,
+        "key_concurrency": limit.key_concurrency,
+        "rate": limit.rate,
+        "source": limit.source.value,
+    }
+
+
 def cmd_queue_list(args: argparse.Namespace, config: Config) -> int:
     with _queue(config) as q:
         summary = q.summary()
-    names = summary.queues()
+        limited = {lim.name: lim for lim in q.limits() if lim.scope is LimitScope.QUEUE}
+    names = sorted(set(summary.queues()) | set(limited))
     statuses = list(JobStatus)
     if args.json:
         _print_json(
@@ -622,25 +649,77 @@ def cmd_queue_list(args: argparse.Namespace, config: Config) -> int:
                     "queue": name,
                     **{s.value: summary.count(s, name) for s in statuses},
                     "paused": name in summary.paused,
-                    "limits": None,
+                    "limits": _limit_json(limited.get(name)),
                 }
                 for name in names
             ]
         )
         return EXIT_OK
     if not names:
-        print("no queues: no job and nothing paused")
+        print("no queues: no job, nothing paused or limited")
         return EXIT_OK
     rows = [
         [
             name,
             *[str(summary.count(s, name)) for s in statuses],
             "yes" if name in summary.paused else "no",
-            "-",
+            limited[name].describe() if name in limited else "-",
         ]
         for name in names
     ]
     print(_table(["queue", *[s.value for s in statuses], "paused", "limits"], rows))
+    return EXIT_OK
+
+
+def cmd_queue_limits(args: argparse.Namespace, config: Config) -> int:
+    with _queue(config) as q:
+        limits = q.limits()
+    if args.json:
+        _print_json(
+            [
+                {"scope": lim.scope.value, "name": lim.name, **(_limit_json(lim) or {})}
+                for lim in limits
+            ]
+        )
+        return EXIT_OK
+    if not limits:
+        print("no limits")
+        return EXIT_OK
+    rows = [
+        [
+            lim.scope.value,
+            lim.name,
+            *(str(v) if v is not None else "-" for v in (lim.concurrency, lim.key_concurrency)),
+            lim.rate or "-",
+            lim.source.value,
+        ]
+        for lim in limits
+    ]
+    print(_table(["scope", "name", "concurrency", "per key", "rate", "set by"], rows))
+    return EXIT_OK
+
+
+def cmd_queue_limit(args: argparse.Namespace, config: Config) -> int:
+    """Set (replacing) or clear the limits of a queue, or with --type a job type."""
+    scope = {"job_type": args.name} if args.type else {"queue": args.name}
+    what = f"{'type' if args.type else 'queue'} {args.name}"
+    values = (args.concurrency, args.key_concurrency, args.rate)
+    with _queue(config) as q:
+        if args.clear:
+            if any(v is not None for v in values):
+                raise UsageError("--clear takes no --concurrency, --key-concurrency or --rate")
+            had = q.clear_limit(**scope)
+            print(f"cleared the limits of {what}" if had else f"{what} had no limits")
+            return EXIT_OK
+        q.set_limit(
+            **scope,
+            concurrency=args.concurrency,
+            key_concurrency=args.key_concurrency,
+            rate=args.rate,
+        )
+        kind = LimitScope.TYPE if args.type else LimitScope.QUEUE
+        (limit,) = [lim for lim in q.limits() if (lim.scope, lim.name) == (kind, args.name)]
+    print(f"limited {what}: {limit.describe()}")
     return EXIT_OK
 
 
@@ -801,6 +880,14 @@ def build_parser() -> argparse.ArgumentParser:
     run = command("run", "run the supervisor and its workers until SIGTERM", cmd_run)
     add_flags(run)
 
+    web = command(
+        "web", "serve the dashboard on JOBVISOR_WEB_ADDR (127.0.0.1:8080) until Ctrl-C", cmd_web
+    )
+    _database_flag(web)
+    web.add_argument(
+        "--web-addr", dest=FLAG_DEST + "web_addr", metavar="HOST:PORT", help="where to listen"
+    )
+
     migrate = command("migrate", "create or upgrade the database schema", cmd_migrate)
     _database_flag(migrate)
 
@@ -906,7 +993,7 @@ def build_parser() -> argparse.ArgumentParser:
     show.add_argument("id", metavar="ID")
     show.add_argument("--json", action="store_true", help="a JSON object")
 
-    queue = command("queue", "list queues, pause or resume one", _no_op)
+    queue = command("queue", "list queues, pause or resume one, limit one", _no_op)
     queue_commands = queue.add_subparsers(
         dest="queue_command", metavar="ACTION", parser_class=_Parser
     )
@@ -923,6 +1010,29 @@ def build_parser() -> argparse.ArgumentParser:
         sub = _subcommand(queue_commands, name, help, func)
         _database_flag(sub)
         sub.add_argument("name", metavar="NAME", help="the queue")
+    queue_limits = _subcommand(
+        queue_commands,
+        "limits",
+        "every fleet-wide limit, of queues and job types",
+        cmd_queue_limits,
+    )
+    _database_flag(queue_limits)
+    queue_limits.add_argument("--json", action="store_true", help="a JSON array")
+    limit = _subcommand(
+        queue_commands,
+        "limit",
+        "set (replacing) or --clear the fleet-wide limits of a queue, or of a type with --type",
+        cmd_queue_limit,
+    )
+    _database_flag(limit)
+    limit.add_argument("name", metavar="NAME", help="the queue (the job type with --type)")
+    limit.add_argument("--type", action="store_true", help="NAME is a job type")
+    limit.add_argument("--concurrency", type=int, metavar="N", help="running jobs, every host")
+    limit.add_argument(
+        "--key-concurrency", type=int, metavar="N", help="running jobs per concurrency key (types)"
+    )
+    limit.add_argument("--rate", metavar="N/UNIT", help='starts per s, m or h: "100/s"')
+    limit.add_argument("--clear", action="store_true", help="remove every limit of NAME")
 
     cancel = command(
         "cancel",

@@ -275,6 +275,20 @@ SETTINGS: tuple[Setting, ...] = (
         "host:port, or empty to turn it off",
         "where /healthz, /readyz and /metrics are served",
     ),
+    Setting(
+        "dashboard",
+        "off",
+        _choice("on", "off"),
+        "on or off",
+        "`jobvisor run` serves the dashboard on http_addr too (actions need JOBVISOR_ADMIN_TOKEN)",
+    ),
+    Setting(
+        "web_addr",
+        "127.0.0.1:8080",
+        _addr,
+        "host:port",
+        "where `jobvisor web` serves the dashboard",
+    ),
 )
 
 SETTINGS_BY_FIELD = {s.field: s for s in SETTINGS}
@@ -302,6 +316,27 @@ def flag_overrides(args: argparse.Namespace) -> dict[str, str]:
         for s in SETTINGS
         if values.get(FLAG_DEST + s.field) is not None
     }
+
+
+# The dashboard's admin token: from the environment only (a flag would show
+# it in `ps`), never in `Config` (which is logged, described and handed to
+# the workers), and never shown: an error about it names no value.
+ADMIN_TOKEN_ENV = ENV_PREFIX + "ADMIN_TOKEN"
+MIN_ADMIN_TOKEN_CHARS = 16
+
+
+def admin_token(env: Mapping[str, str] | None = None) -> str | None:
+    """The admin token (None when unset or empty: the dashboard is
+    read-only). Raises `ConfigError` when it is shorter than
+    `MIN_ADMIN_TOKEN_CHARS` characters."""
+    token = (os.environ if env is None else env).get(ADMIN_TOKEN_ENV, "").strip()
+    if token and len(token) < MIN_ADMIN_TOKEN_CHARS:
+        raise ConfigError(
+            ADMIN_TOKEN_ENV,
+            "(not shown)",
+            f"at least {MIN_ADMIN_TOKEN_CHARS} characters (openssl rand -hex 32 makes one)",
+        )
+    return token or None
 
 
 # A file holding the database URL (a mounted Kubernetes or systemd secret), so
@@ -345,6 +380,8 @@ class Config:
     log_format: str
     log_level: str
     http_addr: str
+    dashboard: str
+    web_addr: str
     max_payload_bytes: int
     result_max_bytes: int
     sources: Mapping[str, str] = dataclasses.field(default_factory=dict, compare=False)
@@ -378,6 +415,7 @@ class Config:
                     raise ConfigError(name, path, "a file holding " + s.expected) from None
                 raise ConfigError(name, raw, s.expected) from None
             sources[s.field] = source
+        admin_token(env)  # checked at start-up like every setting, kept out of Config
         return cls(**values, sources=sources)
 
     def to_env(self) -> dict[str, str]:

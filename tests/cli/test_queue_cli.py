@@ -22,7 +22,7 @@ def test_pause_and_resume_change_what_claims_get(cli: Cli, db: Queue) -> None:
 
 
 def test_list_shows_counts_and_paused_for_every_queue(cli: Cli, db: Queue) -> None:
-    assert cli.ok("queue", "list").strip() == "no queues: no job and nothing paused"
+    assert cli.ok("queue", "list").strip() == "no queues: no job, nothing paused or limited"
     assert json.loads(cli.ok("queue", "list", "--json")) == []
     db.enqueue("t", queue="mail")
     db.enqueue("t", queue="mail")
@@ -68,3 +68,54 @@ def test_an_unmigrated_database_is_an_error(cli: Cli) -> None:
     result = cli("queue", "pause", "mail")
     assert result.code == 1
     assert result.err.startswith("jobvisor queue pause: ")
+
+
+def test_limit_sets_lists_and_clears_a_limit(cli: Cli, db: Queue) -> None:
+    assert cli.ok("queue", "limits").strip() == "no limits"
+    out = cli.ok("queue", "limit", "mail", "--concurrency", "2", "--rate", "10/s")
+    assert out.strip() == "limited queue mail: concurrency=2 rate=10/s"
+    out = cli.ok("queue", "limit", "sync", "--type", "--key-concurrency", "1")
+    assert out.strip() == "limited type sync: key=1"
+    db.enqueue_many([{"job_type": "t", "queue": "mail"}] * 4)
+    assert len(db.claim("w", limit=10)) == 2
+
+    lines = cli.ok("queue", "list").splitlines()
+    assert lines[2].split()[0] == "mail" and lines[2].endswith("concurrency=2 rate=10/s")
+    (listed,) = json.loads(cli.ok("queue", "list", "--json"))
+    assert listed["limits"] == {
+        "concurrency": 2,
+        "key_concurrency": None,
+        "rate": "10/s",
+        "source": "operator",
+    }
+    limits = json.loads(cli.ok("queue", "limits", "--json"))
+    assert [(e["scope"], e["name"], e["key_concurrency"]) for e in limits] == [
+        ("queue", "mail", None),
+        ("type", "sync", 1),
+    ]
+    table = cli.ok("queue", "limits").splitlines()
+    assert table[0].split() == ["scope", "name", "concurrency", "per", "key", "rate", "set", "by"]
+
+    assert cli.ok("queue", "limit", "mail", "--clear").strip() == "cleared the limits of queue mail"
+    assert cli.ok("queue", "limit", "mail", "--clear").strip() == "queue mail had no limits"
+    assert [lim.name for lim in db.limits()] == ["sync"]
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["mail", "--rate", "lots"], "rate='lots'"),
+        (["mail", "--concurrency", "0"], "concurrency=0"),
+        (["mail"], "expected concurrency, key_concurrency or rate"),
+        (["mail", "--key-concurrency", "2"], "key_concurrency=2 for queue 'mail'"),
+        (["mail", "--clear", "--concurrency", "2"], "--clear takes no"),
+    ],
+)
+def test_a_bad_limit_is_a_usage_error_and_nothing_changes(
+    cli: Cli, db: Queue, argv: list[str], message: str
+) -> None:
+    db.set_limit(queue="kept", concurrency=1)
+    result = cli("queue", "limit", *argv)
+    assert result.code == 2, result.err
+    assert message in result.err
+    assert [lim.name for lim in db.limits()] == ["kept"]

@@ -33,6 +33,7 @@ class ModelJob:
     lease_expires_at: float | None = None
     finished_at: float | None = None
     cancel_requested: bool = False  # `cancel` of the running job: whatever settles it cancels it
+    concurrency_key: str | None = None
 
     def row(self) -> tuple[object, ...]:
         """What the jobs table should hold for this job (worker only while running)."""
@@ -63,6 +64,8 @@ class QueueModel:
         self.now = 0.0
         self.jobs: dict[uuid.UUID, ModelJob] = {}
         self.paused: set[str] = set()  # no claim takes a job of these queues
+        # (kind, name) -> (concurrency, key_concurrency): the fleet-wide limits
+        self.limits: dict[tuple[str, str], tuple[int | None, int | None]] = {}
 
     # --- enqueue --------------------------------------------------------------
 
@@ -85,20 +88,19 @@ class QueueModel:
         delay: float,
         max_attempts: int,
         dedupe_key: str | None,
+        concurrency_key: str | None = None,
     ) -> None:
         """Record a job the queue reported as new (callers check `live_holder` first)."""
         assert job_id not in self.jobs, f"the queue reused id {job_id} for a new job"
         self.jobs[job_id] = ModelJob(
             id=job_id, queue=queue, job_type=job_type, priority=priority,
             run_at=self.now + delay, max_attempts=max_attempts, dedupe_key=dedupe_key,
+            concurrency_key=concurrency_key,
         )  # fmt: skip
 
     # --- claims and their outcomes -------------------------------------------
 
-    def claimable(
-        self, *, limit: int, queues: Sequence[str] | None, job_types: Sequence[str] | None
-    ) -> list[uuid.UUID]:
-        """The ids a claim should take, in claim order."""
+    def _due(self, queues: Sequence[str] | None, job_types: Sequence[str] | None) -> list[ModelJob]:
         due = [
             j
             for j in self.jobs.values()
@@ -109,7 +111,73 @@ class QueueModel:
             and j.queue not in self.paused
         ]
         due.sort(key=lambda j: (-j.priority, j.run_at, j.id))
-        return [j.id for j in due[:limit]]
+        return due
+
+    def limited(self, job: ModelJob) -> bool:
+        return ("type", job.job_type) in self.limits or ("queue", job.queue) in self.limits
+
+    def claimable(
+        self, *, limit: int, queues: Sequence[str] | None, job_types: Sequence[str] | None
+    ) -> list[list[uuid.UUID]]:
+        """The ids a claim may take, in claim order: one answer without
+        limits; with them, the plain claim first or the limited one first."""
+        due = self._due(queues, job_types)
+        plain = [j for j in due if not self.limited(j)]
+        if not self.limits:
+            return [[j.id for j in plain[:limit]]]
+        limited = [j for j in due if self.limited(j)]
+        first_plain = [j.id for j in plain[:limit]]
+        first_plain += self._within_limits(limited, limit - len(first_plain))
+        first_limited = self._within_limits(limited, limit)
+        first_limited += [j.id for j in plain[: limit - len(first_limited)]]
+        order = {j.id: (-j.priority, j.run_at, j.id) for j in due}
+        return [sorted(ids, key=order.__getitem__) for ids in (first_plain, first_limited)]
+
+    def running(self, kind: str, name: str, key: str | None = None) -> int:
+        """Running jobs of a type or queue (of one concurrency key, with `key`)."""
+        return sum(
+            1
+            for j in self.jobs.values()
+            if j.status == "running"
+            and (j.job_type if kind == "type" else j.queue) == name
+            and (key is None or j.concurrency_key == key)
+        )
+
+    def _room(self, kind: str, name: str) -> float:
+        concurrency = self.limits.get((kind, name), (None, None))[0]
+        return float("inf") if concurrency is None else concurrency - self.running(kind, name)
+
+    def _key_room(self, job: ModelJob) -> float:
+        per_key = self.limits.get(("type", job.job_type), (None, None))[1]
+        if per_key is None or job.concurrency_key is None:
+            return float("inf")
+        return per_key - self.running("type", job.job_type, job.concurrency_key)
+
+    def _within_limits(self, limited: list[ModelJob], n: int) -> list[uuid.UUID]:
+        """The limited claim: candidates of groups with room, ranked per key,
+        then per type, then per queue, within each one's room."""
+        if n <= 0 or not any(self._room(k, name) > 0 for k, name in self.limits):
+            return []
+        passed = [
+            j
+            for j in limited
+            if self._room("type", j.job_type) > 0
+            and self._room("queue", j.queue) > 0
+            and self._key_room(j) > 0
+        ]
+        for group, room in (
+            (lambda j: (j.job_type, j.concurrency_key), self._key_room),
+            (lambda j: j.job_type, lambda j: self._room("type", j.job_type)),
+            (lambda j: j.queue, lambda j: self._room("queue", j.queue)),
+        ):
+            ranks: dict[object, int] = {}
+            kept = []
+            for job in passed:
+                ranks[group(job)] = ranks.get(group(job), 0) + 1
+                if ranks[group(job)] <= room(job):
+                    kept.append(job)
+            passed = kept
+        return [j.id for j in passed[:n]]
 
     def hold(self, job_id: uuid.UUID, token: uuid.UUID, worker_id: str, lease: float) -> None:
         """A claim took this job: count the attempt, record the database's token."""

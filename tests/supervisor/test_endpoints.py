@@ -3,9 +3,12 @@ loop: workers alive, the database answering, and what the workers reported."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
+import jobvisor
 from jobvisor import Queue
 from tests.invariants import assert_invariants
 
@@ -37,3 +40,28 @@ def test_health_readiness_and_metrics(
     assert "jobvisor_workers 2.0" in body
     assert service.stop() == 0
     assert_invariants(url)
+
+
+def test_the_dashboard_and_the_fleet_row(
+    url: str, tmp_path: Path, start_service: Callable[..., Service]
+) -> None:
+    """With JOBVISOR_DASHBOARD=on the dashboard answers beside the probes, and
+    the supervisor's heartbeat row shows it with its workers; a clean stop
+    deletes the row."""
+    settings = {"JOBVISOR_HTTP_ADDR": "127.0.0.1:0", "JOBVISOR_DASHBOARD": "on"}
+    service = start_service(url, tmp_path, settings)
+    port = int(service.wait_event("http.listening")[0]["port"])
+    service.wait_ready()
+    assert http_get(port, "/healthz")[0] == 200
+
+    def fleet() -> list[dict[str, Any]]:
+        rows = json.loads(http_get(port, "/api/supervisors")[1])["supervisors"]
+        return [r for r in rows if len(r["workers"]) == 2]
+
+    (row,) = wait_until(fleet, what="the supervisor's row with both workers")
+    assert row["pid"] == service.pid
+    status, page = http_get(port, "/")
+    assert status == 200 and row["id"] in page
+    assert service.stop() == 0
+    with jobvisor.connect(url) as q:
+        assert q.supervisors(fresh=3600) == []

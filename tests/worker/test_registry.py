@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import datetime as dt
+import re
 import uuid
+from typing import Any
 
 import pytest
 
@@ -17,8 +19,10 @@ from jobvisor import (
     RetryPolicy,
     Snooze,
 )
+from jobvisor.queue import Limit, LimitScope, LimitSource
 from jobvisor.worker import AppError, load_app
 from jobvisor.worker.loop import error_text
+from jobvisor.worker.registry import InvalidLimit
 
 NOW = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
 
@@ -150,3 +154,39 @@ def test_error_text_is_one_line_then_the_innermost_frames() -> None:
     assert head == "ValueError: first line"
     assert "in inner" in frames and "second line" not in text
     assert error_text(RuntimeError()) == "RuntimeError"
+
+
+def test_a_handler_declares_its_fleet_wide_limits() -> None:
+    registry = Registry()
+
+    @registry.handler("report", concurrency=3)
+    async def report(job: JobContext) -> None: ...
+
+    @registry.handler("sync", key_concurrency=1, rate="20/s")
+    def sync(job: JobContext) -> None: ...
+
+    @registry.handler("plain")
+    async def plain(job: JobContext) -> None: ...
+
+    assert registry.limits == [
+        Limit(LimitScope.TYPE, "report", concurrency=3, source=LimitSource.CODE),
+        Limit(LimitScope.TYPE, "sync", key_concurrency=1, rate="20/s", source=LimitSource.CODE),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"concurrency": 0}, "handler for 't': concurrency=0: expected an integer >= 1"),
+        ({"key_concurrency": -1}, "key_concurrency=-1"),
+        ({"rate": "20 per second"}, "rate='20 per second': expected a rate such as"),
+        ({"rate": "20/d"}, "rate='20/d'"),
+    ],
+)
+def test_a_bad_declared_limit_is_refused_at_registration(
+    options: dict[str, Any], message: str
+) -> None:
+    registry = Registry()
+    with pytest.raises(InvalidLimit, match=re.escape(message)):
+        registry.add("t", lambda job: None, **options)
+    assert "t" not in registry

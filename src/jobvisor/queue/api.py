@@ -16,7 +16,7 @@ import uuid
 from collections.abc import AsyncGenerator, Awaitable, Callable, Iterable, Mapping
 from typing import Any, Concatenate, ParamSpec, TypeVar
 
-from . import notices, ops, validate
+from . import browse, notices, ops, validate
 from .engine import (
     POSTGRES,
     SQLITE,
@@ -206,6 +206,10 @@ class Queue(_SyncBound):
     pause = _sync(ops.pause)
     resume = _sync(ops.resume)
     paused = _sync(ops.paused)
+    set_limit = _sync(ops.set_limit)
+    clear_limit = _sync(ops.clear_limit)
+    limits = _sync(ops.limits)
+    limits_sync = _sync(ops.limits_sync)
     cancel_many = _sync(ops.cancel_many)
     leader_attempt_elect = _sync(ops.leader_attempt_elect)
     leader_resign = _sync(ops.leader_resign)
@@ -214,6 +218,14 @@ class Queue(_SyncBound):
     schedule_sync = _sync(ops.schedule_sync)
     schedule_next_ticks = _sync(ops.schedule_next_ticks)
     schedule_fire = _sync(ops.schedule_fire)
+    job_page = _sync(browse.job_page)
+    queue_states = _sync(browse.queue_states)
+    throughput = _sync(browse.throughput)
+    supervisor_heartbeat = _sync(browse.supervisor_heartbeat)
+    supervisors = _sync(browse.supervisors)
+    supervisor_forget = _sync(browse.supervisor_forget)
+    supervisor_prune = _sync(browse.supervisor_prune)
+    running_by_worker = _sync(browse.running_by_worker)
 
     def wait(self, job_id: uuid.UUID | str, timeout: float | dt.timedelta | None = None) -> Job:
         """Block until the job is terminal (completed, dead or cancelled) and
@@ -301,6 +313,10 @@ class AsyncQueue(_AsyncBound):
     pause = _async(ops.pause)
     resume = _async(ops.resume)
     paused = _async(ops.paused)
+    set_limit = _async(ops.set_limit)
+    clear_limit = _async(ops.clear_limit)
+    limits = _async(ops.limits)
+    limits_sync = _async(ops.limits_sync)
     cancel_many = _async(ops.cancel_many)
     leader_attempt_elect = _async(ops.leader_attempt_elect)
     leader_resign = _async(ops.leader_resign)
@@ -309,6 +325,14 @@ class AsyncQueue(_AsyncBound):
     schedule_sync = _async(ops.schedule_sync)
     schedule_next_ticks = _async(ops.schedule_next_ticks)
     schedule_fire = _async(ops.schedule_fire)
+    job_page = _async(browse.job_page)
+    queue_states = _async(browse.queue_states)
+    throughput = _async(browse.throughput)
+    supervisor_heartbeat = _async(browse.supervisor_heartbeat)
+    supervisors = _async(browse.supervisors)
+    supervisor_forget = _async(browse.supervisor_forget)
+    supervisor_prune = _async(browse.supervisor_prune)
+    running_by_worker = _async(browse.running_by_worker)
 
     async def wait(
         self,

@@ -6,8 +6,9 @@ id (or one draw of randomness for all the new ones), the trace context, the
 ids' clock. Per row: its payload's JSON and the values it sets; a name (job
 type, queue) is checked the first time the call meets it, then passes at a
 set lookup. An item that sets anything rarer (`run_at`, `delay`, a dedupe
-key, `unique`, a correlation id), a `NewJob`, or an item that fails a quick check goes
-through `NewJob.build`, so its error is the one `enqueue` raises.
+key, `unique`, a correlation id, a concurrency key), a `NewJob`, or an item
+that fails a quick check goes through `NewJob.build`, so its error is the
+one `enqueue` raises.
 """
 
 from __future__ import annotations
@@ -40,8 +41,8 @@ QUICK_KEYS = frozenset({"job_type", "payload", "queue", "priority", "max_attempt
     CORRELATION_ID,
     CREATED_AT,
     META,
-) = range(11)
-COLUMNS = 11
+    CONCURRENCY_KEY,
+) = range(12)
 
 _MIN_INT32 = -(2**31)
 
@@ -121,19 +122,11 @@ class _Checker:
             return None
         if len(payload) * 4 > self.max_payload_bytes and self._too_big(payload):
             return None
-        return [
-            None,
-            queue,
-            job_type,
-            payload,
-            priority,
-            None,
-            max_attempts,
-            None,
-            None,
-            None,
-            None,
-        ]
+        # id, queue, job_type, payload, priority, run_at, max_attempts,
+        # dedupe_key, correlation_id, created_at, meta, concurrency_key
+        row = [None, queue, job_type, payload, priority, None, max_attempts]
+        row += (None, None, None, None, None)
+        return row
 
     def _too_big(self, payload: str) -> bool:
         return len(payload.encode("utf-8")) > self.max_payload_bytes
@@ -170,6 +163,7 @@ class _Checker:
             job.correlation_id,
             None,
             self.meta if job.meta is None else d.meta(job.meta),
+            job.concurrency_key,
         ]
 
 

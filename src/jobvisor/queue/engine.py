@@ -50,7 +50,7 @@ from .model import UTC, Job, JobStatus
 
 T = TypeVar("T")
 
-Fetch = Literal["rowcount", "all", "one", "copy", "commit"]
+Fetch = Literal["rowcount", "all", "one", "copy", "commit", "begin"]
 Query: TypeAlias = LiteralString | bytes
 
 
@@ -62,7 +62,9 @@ class Stmt:
     row or None, `copy` bulk-inserts `rows`, and `commit` makes what came
     before durable: it ends the transaction and starts another (in a plan
     without a transaction of its own, where each statement commits by itself,
-    it has nothing left to do).
+    it has nothing left to do). `begin` opens a transaction in such a plan,
+    for the statements up to the next `commit` (a plan that has one already,
+    and SQLite, where every plan has one, go on in theirs).
 
     A `copy` with `types` (the columns' PostgreSQL types) goes in binary
     format; a `jsonb` column then takes JSON text as it is.
@@ -89,6 +91,7 @@ class Script:
 
 
 COMMIT = Stmt(fetch="commit")
+BEGIN = Stmt(fetch="begin")
 
 Step: TypeAlias = Stmt | Script
 Steps = Generator[Step, Any, T]
@@ -133,6 +136,13 @@ class SqlSet(Protocol):
     JOB_GET_BY_UNIQUE_KEY: LiteralString
     JOB_NOTIFY: LiteralString
     JOB_CLAIM: LiteralString
+    LIMIT_LOCK: LiteralString
+    JOB_CLAIM_LIMITED: LiteralString
+    LIMIT_TAKE_TOKENS: LiteralString
+    LIMIT_TABLE_LOCK: LiteralString
+    LIMIT_SET: LiteralString
+    LIMIT_CLEAR: LiteralString
+    LIMIT_LIST: LiteralString
     JOB_RENEW_MANY: LiteralString
     JOB_COMPLETE_MANY: LiteralString
     JOB_FAIL: LiteralString
@@ -170,6 +180,20 @@ class SqlSet(Protocol):
     SCHEDULE_ENABLED: LiteralString
     SCHEDULE_ADVANCE: LiteralString
     DB_OLDEST_XMIN: LiteralString
+    JOB_PAGE_NEWEST: LiteralString
+    JOB_PAGE_NEWEST_OF_STATUS: LiteralString
+    JOB_PAGE_OF_CORRELATION: LiteralString
+    JOB_PAGE_DUE: LiteralString
+    JOB_COUNT_CAPPED: LiteralString
+    JOB_COUNT_SAMPLED: LiteralString
+    JOB_ROWS_ESTIMATE: LiteralString
+    JOB_OLDEST_DUE_OF_QUEUES: LiteralString
+    JOB_FINISHED_PER_MINUTE: LiteralString
+    SUPERVISOR_HEARTBEAT: LiteralString
+    SUPERVISOR_LIST: LiteralString
+    SUPERVISOR_DELETE: LiteralString
+    SUPERVISOR_PRUNE: LiteralString
+    JOB_RUNNING_BY_WORKER: LiteralString
 
 
 _STATUS = {status.value: status for status in JobStatus}
@@ -218,6 +242,10 @@ class Dialect(Protocol):
 
     def id_out(self, value: Any) -> uuid.UUID: ...
 
+    def taken(self, counts: Sequence[tuple[str, str, int]], now: Any) -> dict[str, Any]:
+        """(kind, name, count) of the jobs a claim started, as LIMIT_TAKE_TOKENS takes them."""
+        ...
+
     def meta(self, value: dict[str, Any] | None) -> str | None: ...
 
     def add_seconds(self, when: Any, seconds: float) -> Any: ...
@@ -238,7 +266,7 @@ class PostgresDialect:
     notifies = True
     copy_types: tuple[str, ...] = (
         *("uuid", "text", "text", "jsonb", "int4", "timestamptz", "int4"),
-        *("text", "text", "timestamptz", "jsonb"),
+        *("text", "text", "timestamptz", "jsonb", "text"),
     )
 
     def id(self, value: uuid.UUID) -> Any:
@@ -265,6 +293,7 @@ class PostgresDialect:
     def keyed_rows(self, rows: Sequence[Sequence[Any]]) -> dict[str, Any]:
         names: tuple[str, ...] = ("ids", "queues", "job_types", "payloads", "priorities")
         names += ("run_ats", "max_attempts", "dedupe_keys", "correlation_ids", "created", "metas")
+        names += ("concurrency_keys",)
         columns = {name: [row[i] for row in rows] for i, name in enumerate(names)}
         del columns["created"]  # the statement's own `now`
         return columns
@@ -279,6 +308,14 @@ class PostgresDialect:
 
     def id_out(self, value: Any) -> uuid.UUID:
         return value  # type: ignore[no-any-return]
+
+    def taken(self, counts: Sequence[tuple[str, str, int]], now: Any) -> dict[str, Any]:
+        return {
+            "kinds": [c[0] for c in counts],
+            "names": [c[1] for c in counts],
+            "counts": [c[2] for c in counts],
+            "now": now,
+        }
 
     def meta(self, value: dict[str, Any] | None) -> str | None:
         return _meta_json(value)
@@ -380,10 +417,13 @@ class SqliteDialect:
         return {"policies": json.dumps([list(r) for r in rows])}
 
     def keyed_rows(self, rows: Sequence[Sequence[Any]]) -> dict[str, Any]:
-        return {"rows": json.dumps([[*row[:9], row[10]] for row in rows])}
+        return {"rows": json.dumps([[*row[:9], *row[10:]] for row in rows])}
 
     def id_out(self, value: Any) -> uuid.UUID:
         return uuid.UUID(value)
+
+    def taken(self, counts: Sequence[tuple[str, str, int]], now: Any) -> dict[str, Any]:
+        return {"taken": json.dumps([list(c) for c in counts]), "now": now}
 
     def meta(self, value: dict[str, Any] | None) -> str | None:
         return _meta_json(value)
@@ -702,6 +742,8 @@ def _pg_step(step: Step, *, begin: bool, clock: DatabaseClock) -> _PgStep:
     fetch = step.fetch
     if fetch == "commit":
         return _PgStep(commit=True, begin=begin)
+    if fetch == "begin":
+        return _PgStep(begin=not begin)
     if fetch == "copy":
         return _PgStep(query=step.sql, copy=step.rows, types=step.types)
     return _PgStep(query=step.sql, params=with_time(step.params, clock.now), fetch=fetch)
@@ -985,6 +1027,8 @@ def _sqlite_execute(conn: sqlite3.Connection, step: Step, *, own: bool) -> Any:
             conn.execute(statement)
         return None
     fetch = step.fetch
+    if fetch == "begin":
+        return None  # every plan runs in a transaction on SQLite
     if fetch == "commit":
         if own:
             conn.execute("COMMIT")

@@ -339,6 +339,7 @@ class NewJob:
     dedupe_key: str | None
     correlation_id: str | None
     meta: dict[str, Any] | None = None
+    concurrency_key: str | None = None
     unique: UniqueKey | None = None
 
     @classmethod
@@ -354,6 +355,7 @@ class NewJob:
         max_attempts: int = DEFAULT_MAX_ATTEMPTS,
         dedupe_key: str | None = None,
         correlation_id: str | None = None,
+        concurrency_key: str | None = None,
         unique: Unique | None = None,
         on_conflict: OnConflict | str = OnConflict.IGNORE,
     ) -> NewJob:
@@ -379,6 +381,7 @@ class NewJob:
             max_attempts=validate.count("max_attempts", max_attempts, high=validate.MAX_INT32),
             dedupe_key=validate.key("dedupe_key", dedupe_key),
             correlation_id=validate.key("correlation_id", correlation_id),
+            concurrency_key=validate.key("concurrency_key", concurrency_key),
             # A job without `unique` (most of them) skips its checks.
             **(
                 _unique_fields(job_type, text, unique, on_conflict, dedupe_key)
@@ -523,6 +526,51 @@ class Schedule:
     priority: int
     payload: Any
     catch_up: str
+
+
+class LimitScope(enum.StrEnum):
+    """What a limit applies to: every job of a queue, or of a job type."""
+
+    QUEUE = "queue"
+    TYPE = "type"
+
+
+class LimitSource(enum.StrEnum):
+    """Who wrote a limit: a handler's declaration (written at each worker's
+    boot, the code being the source of truth) or an operator (`set_limit`)."""
+
+    CODE = "code"
+    OPERATOR = "operator"
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Limit:
+    """A fleet-wide limit as the database keeps it (`Queue.limits`).
+
+    `concurrency`: at most this many running jobs of the group across every
+    host; `key_concurrency` (job types only): at most this many per
+    `concurrency_key`; `rate`: at most this many starts per second, minute or
+    hour ("100/s"), from a token bucket of that many tokens. None: no such limit."""
+
+    scope: LimitScope
+    name: str
+    concurrency: int | None = None
+    key_concurrency: int | None = None
+    rate: str | None = None
+    source: LimitSource = LimitSource.OPERATOR
+
+    def describe(self) -> str:
+        """The limits in one short phrase: "concurrency=3 key=1 rate=20/s"."""
+        parts = [
+            f"{label}={value}"
+            for label, value in (
+                ("concurrency", self.concurrency),
+                ("key", self.key_concurrency),
+                ("rate", self.rate),
+            )
+            if value is not None
+        ]
+        return " ".join(parts)
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

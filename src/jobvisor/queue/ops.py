@@ -25,7 +25,7 @@ from .. import tracing
 from ..backoff import backoff
 from . import bulk, validate
 from .correlation import current_correlation_id, new_correlation_id
-from .engine import COMMIT, Dialect, Plan, Script, Steps, Stmt
+from .engine import BEGIN, COMMIT, Dialect, Plan, Script, Steps, Stmt
 from .errors import InvalidArgument, JobNotFound, LeaseLost, MissingCorrelationId
 from .model import (
     DEFAULT_MAX_ATTEMPTS,
@@ -35,6 +35,9 @@ from .model import (
     Cancelled,
     Job,
     JobStatus,
+    Limit,
+    LimitScope,
+    LimitSource,
     NewJob,
     OnConflict,
     Readiness,
@@ -48,6 +51,7 @@ from .model import (
     XminHolder,
     payload_json,
 )
+from .notices import Notice, NoticeKind
 
 DEFAULT_LEASE = validate.DEFAULT_LEASE
 DEFAULT_CLEANUP_BATCH = 1000
@@ -56,9 +60,48 @@ DEAD_LIST_DEFAULT = 100
 # milliseconds; what holds the lock longer is a long transaction that read the
 # pause table (pg_dump), and every claim waits behind the pause meanwhile.
 PAUSE_LOCK_TIMEOUT_MS = 5000
+# How long a claim trusts what it last saw of the limits: a claim that found
+# no limited group relevant to it skips the limited claim (a transaction and
+# a statement more) for this long. A limit set meanwhile is obeyed at once (the
+# plain claim skips limited groups by itself); its jobs wait this long at most.
+LIMITS_RECHECK = 1.0
+# A limited claim looks at this many candidates per job it may claim (at
+# least CLAIM_WINDOW_MIN), so a few jobs over their group's room at the head
+# do not hide the others.
+CLAIM_WINDOW_FACTOR = 4
+CLAIM_WINDOW_MIN = 64
 # An error message is kept to this many characters: enough for a traceback's
 # last frames, small enough that a failing handler cannot bloat the table.
 MAX_ERROR_CHARS = 8000
+
+
+class LimitsSeen:
+    """What this queue's claims last saw of the limits, per claim filter:
+    whether a limited group was relevant, and when that was looked at. Only
+    a hint for when to try a limited claim; never what decides a limit."""
+
+    __slots__ = ("_seen", "_turn")
+
+    def __init__(self) -> None:
+        self._seen: dict[Any, tuple[bool, float]] = {}
+        self._turn = False
+
+    def worth_trying(self, key: Any) -> bool:
+        present, at = self._seen.get(key, (True, 0.0))
+        return present or time.monotonic() - at >= LIMITS_RECHECK
+
+    def saw(self, key: Any, present: bool) -> None:
+        self._seen[key] = (present, time.monotonic())
+
+    def limited_first(self, key: Any) -> bool:
+        """Every other claim takes limited jobs first, so a backlog of others
+        filling each batch does not starve them."""
+        self._turn = not self._turn
+        return self._turn and self._seen.get(key, (True, 0.0))[0]
+
+    def forget(self) -> None:
+        """A limit changed through this queue: look again at the next claim."""
+        self._seen.clear()
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -73,6 +116,7 @@ class Ctx:
     lease: float = DEFAULT_LEASE
     max_payload_bytes: int = validate.DEFAULT_MAX_PAYLOAD_BYTES
     max_result_bytes: int = validate.DEFAULT_MAX_RESULT_BYTES
+    limits_seen: LimitsSeen = dataclasses.field(default_factory=LimitsSeen)
 
     def now(self) -> Any:
         """The injected clock's time in the engine's form, or None for the database's."""
@@ -248,6 +292,7 @@ def _insert_one(ctx: Ctx, job: NewJob, *, notify: bool) -> Steps[uuid.UUID]:
         "dedupe_key": job.dedupe_key,
         "correlation_id": job.correlation_id,
         "meta": d.meta(job.meta),
+        "concurrency_key": job.concurrency_key,
         "now": ctx.now(),
         "notify": notify,
     }
@@ -299,6 +344,7 @@ def enqueue(
     max_attempts: int = DEFAULT_MAX_ATTEMPTS,
     dedupe_key: str | None = None,
     correlation_id: str | None = None,
+    concurrency_key: str | None = None,
     unique: Unique | None = None,
     on_conflict: OnConflict | str = OnConflict.IGNORE,
     conn: Any = None,
@@ -330,6 +376,7 @@ def enqueue(
                 max_attempts=max_attempts,
                 dedupe_key=dedupe_key,
                 correlation_id=correlation_id,
+                concurrency_key=concurrency_key,
                 unique=unique,
                 on_conflict=on_conflict,
             ),
@@ -444,6 +491,7 @@ def _keyed_params(row: list[Any], now: Any) -> dict[str, Any]:
         "dedupe_key": row[bulk.DEDUPE_KEY],
         "correlation_id": row[bulk.CORRELATION_ID],
         "meta": row[bulk.META],
+        "concurrency_key": row[bulk.CONCURRENCY_KEY],
         "now": now,
         "notify": False,
     }
@@ -469,10 +517,11 @@ def claim(
     validate.count("limit", limit, high=validate.MAX_CLAIM_LIMIT)
     seconds = _lease(ctx, lease)
     d = ctx.dialect
+    queue_list, type_list = _names("queues", queues), _names("job_types", job_types)
     params = {
         "worker_id": worker_id,
-        "queues": d.names(_names("queues", queues)),
-        "job_types": d.names(_names("job_types", job_types)),
+        "queues": d.names(queue_list),
+        "job_types": d.names(type_list),
         "limit": limit,
         "lease": seconds,
         "now": ctx.now(),
@@ -481,13 +530,57 @@ def claim(
         "token": d.claim_token(uuid.uuid4()),
     }
 
+    seen = ctx.limits_seen
+    key = (queue_list and tuple(queue_list), type_list and tuple(type_list))
+
     def steps() -> Steps[list[Job]]:
-        rows = yield Stmt(d.sql.JOB_CLAIM, params, fetch="all")
-        jobs = [d.job(r) for r in rows]
+        trying = seen.worth_trying(key)
+        jobs: list[Job] = []
+        if trying and seen.limited_first(key):
+            jobs = yield from _claim_limited(ctx, params, limit, key)
+            trying = False
+        if len(jobs) < limit:
+            rows = yield Stmt(d.sql.JOB_CLAIM, {**params, "limit": limit - len(jobs)}, fetch="all")
+            jobs.extend(d.job(r) for r in rows)
+        if trying and len(jobs) < limit:
+            jobs.extend((yield from _claim_limited(ctx, params, limit - len(jobs), key)))
         jobs.sort(key=lambda j: (-j.priority, j.run_at, j.id))
         return jobs
 
+    # Each statement commits by itself, but for the limited claim's few.
     return Plan(steps(), transaction=False)
+
+
+def _claim_limited(ctx: Ctx, params: dict[str, Any], room: int, key: Any) -> Steps[list[Job]]:
+    """Claim up to `room` jobs of limited groups, in a transaction of its own:
+    lock the groups the claim could take jobs of (PostgreSQL: an advisory
+    lock per group, so claims of other groups and unlimited claims never wait
+    on it; SQLite: the write lock already held), claim within every group's
+    room, and take the started jobs from the groups' token buckets."""
+    d = ctx.dialect
+    yield BEGIN
+    groups = yield Stmt(d.sql.LIMIT_LOCK, params, fetch="all")
+    ctx.limits_seen.saw(key, bool(groups))
+    jobs: list[Job] = []
+    if groups:
+        window = max(CLAIM_WINDOW_MIN, room * CLAIM_WINDOW_FACTOR)
+        rows = yield Stmt(
+            d.sql.JOB_CLAIM_LIMITED, {**params, "limit": room, "window": window}, fetch="all"
+        )
+        jobs = [d.job(r) for r in rows]
+        if jobs and any(group[2] for group in groups):  # a bucket to take from
+            yield Stmt(d.sql.LIMIT_TAKE_TOKENS, d.taken(_started(jobs), ctx.now()))
+    yield COMMIT
+    return jobs
+
+
+def _started(jobs: Sequence[Job]) -> list[tuple[str, str, int]]:
+    """(kind, name, count) of the jobs a claim started, per type and per queue."""
+    counts: dict[tuple[str, str], int] = {}
+    for job in jobs:
+        for group in ((LimitScope.TYPE.value, job.job_type), (LimitScope.QUEUE.value, job.queue)):
+            counts[group] = counts.get(group, 0) + 1
+    return [(kind, name, n) for (kind, name), n in sorted(counts.items())]
 
 
 def _lease(ctx: Ctx, lease: float | dt.timedelta | None) -> float:
@@ -1307,6 +1400,175 @@ def paused(ctx: Ctx) -> Plan[list[str]]:
         return [r[0] for r in (yield Stmt(sql, fetch="all"))]
 
     return Plan(steps(), write=False, transaction=False)
+
+
+def _scope(queue: str | None, job_type: str | None) -> tuple[LimitScope, str]:
+    """The one group a limit call names: a queue or a job type."""
+    if (queue is None) == (job_type is None):
+        raise InvalidArgument(
+            f"queue={queue!r}, job_type={job_type!r}: expected exactly one of queue or job_type"
+        )
+    if queue is not None:
+        return LimitScope.QUEUE, validate.name("queue", queue)
+    return LimitScope.TYPE, validate.name("job_type", job_type)
+
+
+def limit_row(limit: Limit, now: Any) -> dict[str, Any]:
+    """A limit's parameters for LIMIT_SET, checked."""
+    concurrency = validate.fleet_limit("concurrency", limit.concurrency)
+    key_concurrency = validate.fleet_limit("key_concurrency", limit.key_concurrency)
+    rate = validate.rate("rate", limit.rate)
+    if key_concurrency is not None and limit.scope is not LimitScope.TYPE:
+        raise InvalidArgument(
+            f"key_concurrency={key_concurrency!r} for queue {limit.name!r}: "
+            "expected it on a job type only"
+        )
+    if concurrency is None and key_concurrency is None and rate is None:
+        raise InvalidArgument(
+            f"{limit.scope.value} {limit.name!r}: expected concurrency, key_concurrency or "
+            "rate (clear_limit removes a limit)"
+        )
+    return {
+        "kind": limit.scope.value,
+        "name": limit.name,
+        "concurrency": concurrency,
+        "key_concurrency": key_concurrency,
+        "rate_count": None if rate is None else rate[0],
+        "rate_period": None if rate is None else rate[1],
+        "source": limit.source.value,
+        "now": now,
+    }
+
+
+def _limits_write(
+    ctx: Ctx, rows: Sequence[dict[str, Any]], clear: Sequence[dict[str, Any]]
+) -> Steps[None]:
+    """Write and remove limits so that they hold from the commit on: on
+    PostgreSQL after the claims in flight ended (as `pause` waits for them)."""
+    sql = ctx.dialect.sql
+    ctx.limits_seen.forget()
+    if not rows and not clear:
+        return
+    timeout = {"lock_timeout": f"{PAUSE_LOCK_TIMEOUT_MS}ms"}
+    if ctx.dialect.notifies:
+        yield Stmt(sql.QUEUE_PAUSE_LOCK_TIMEOUT, timeout, fetch="all")
+    yield Stmt(sql.LIMIT_TABLE_LOCK)
+    for row in rows:
+        yield Stmt(sql.LIMIT_SET, row)
+    for row in clear:
+        yield Stmt(sql.LIMIT_CLEAR, row, fetch="all")
+    if ctx.dialect.notifies:  # more room, or none at all: idle workers look again
+        for row in [*rows, *clear]:
+            yield Stmt(sql.JOB_NOTIFY, {"queue": _wake_payload(row)}, fetch="all")
+
+
+def _wake_payload(row: dict[str, Any]) -> str:
+    """The notice that wakes the workers a group's jobs concern: its queue's
+    new-job notice, or for a job type one that concerns every queue."""
+    if row["kind"] == LimitScope.QUEUE.value:
+        return str(row["name"])
+    return Notice(NoticeKind.JOB).payload()
+
+
+def set_limit(
+    ctx: Ctx,
+    *,
+    queue: str | None = None,
+    job_type: str | None = None,
+    concurrency: int | None = None,
+    rate: str | None = None,
+    key_concurrency: int | None = None,
+) -> Plan[None]:
+    """Limit one queue or one job type across every host: at most
+    `concurrency` running jobs, at most `rate` starts ("100/s", "5/m",
+    "1000/h"; a bucket of that many tokens), and for a job type at most
+    `key_concurrency` running jobs per `concurrency_key`. The values replace
+    the group's limits (one not given is no limit); at least one is needed
+    (`clear_limit` removes them all). From the commit on no claim on any host
+    goes past them; jobs already running finish. A type's limits declared in
+    its handler are written again at each worker's boot, replacing these."""
+    scope, name = _scope(queue, job_type)
+    limit = Limit(scope, name, concurrency, key_concurrency, rate, LimitSource.OPERATOR)
+    row = limit_row(limit, ctx.now())
+    return Plan(_limits_write(ctx, [row], []))
+
+
+def clear_limit(ctx: Ctx, *, queue: str | None = None, job_type: str | None = None) -> Plan[bool]:
+    """Remove every limit of one queue or job type; True if it had some. Its
+    waiting jobs are claimable at once (PostgreSQL wakes the idle workers)."""
+    scope, name = _scope(queue, job_type)
+    d = ctx.dialect
+
+    def steps() -> Steps[bool]:
+        ctx.limits_seen.forget()
+        group = {"kind": scope.value, "name": name}
+        rows = yield Stmt(d.sql.LIMIT_CLEAR, group, fetch="all")
+        if rows and d.notifies:
+            yield Stmt(d.sql.JOB_NOTIFY, {"queue": _wake_payload(group)}, fetch="all")
+        return bool(rows)
+
+    return Plan(steps())
+
+
+def _limit(row: Sequence[Any]) -> Limit:
+    rate = None if row[4] is None else validate.rate_text(int(row[4]), float(row[5]))
+    return Limit(LimitScope(row[0]), row[1], row[2], row[3], rate, LimitSource(row[6]))
+
+
+def limits(ctx: Ctx) -> Plan[list[Limit]]:
+    """Every limit the database holds, by scope and name."""
+    sql = ctx.dialect.sql.LIMIT_LIST
+
+    def steps() -> Steps[list[Limit]]:
+        return [_limit(row) for row in (yield Stmt(sql, fetch="all"))]
+
+    return Plan(steps(), write=False, transaction=False)
+
+
+def limits_sync(ctx: Ctx, declared: Sequence[Limit], *, job_types: Sequence[str]) -> Plan[int]:
+    """Write the limits the code declares for its job types (`job_types`:
+    every type its registry handles) and remove the declared-in-code limits of
+    those types that declare none now; an operator's limit of a type without
+    a declaration stays, as do the limits of types this code does not handle
+    (another application's). Writes only what differs, in one transaction;
+    returns how many groups changed."""
+    now = ctx.now()
+    rows = {(r["kind"], r["name"]): r for r in (limit_row(limit, now) for limit in declared)}
+    handled = {validate.name("job_type", t) for t in job_types}
+    sql = ctx.dialect.sql
+
+    def steps() -> Steps[int]:
+        current = {
+            (lim.scope.value, lim.name): lim
+            for lim in map(_limit, (yield Stmt(sql.LIMIT_LIST, fetch="all")))
+        }
+        wanted = [r for k, r in rows.items() if k not in current or _differs(current[k], r)]
+        stale = [
+            {"kind": kind, "name": name}
+            for (kind, name), lim in current.items()
+            if kind == LimitScope.TYPE.value
+            and name in handled
+            and (kind, name) not in rows
+            and lim.source is LimitSource.CODE
+        ]
+        yield from _limits_write(ctx, wanted, stale)
+        return len(wanted) + len(stale)
+
+    return Plan(steps())
+
+
+def _differs(current: Limit, row: dict[str, Any]) -> bool:
+    rate = (
+        None
+        if row["rate_count"] is None
+        else validate.rate_text(row["rate_count"], row["rate_period"])
+    )
+    return (current.concurrency, current.key_concurrency, current.rate, current.source.value) != (
+        row["concurrency"],
+        row["key_concurrency"],
+        rate,
+        row["source"],
+    )
 
 
 # --- leadership ---------------------------------------------------------------

@@ -59,7 +59,7 @@ JOB_COLUMNS_COPY: Final[LiteralString] = (
     # Bulk insert, in binary; rows carry every column JOB_INSERT sets, of the
     # types the dialect's `copy_types` lists (payload and meta as JSON text).
     "COPY jobvisor_jobs (id, queue, job_type, payload, priority, run_at, max_attempts,"
-    " dedupe_key, correlation_id, created_at, meta) FROM STDIN (FORMAT BINARY)"
+    " dedupe_key, correlation_id, created_at, meta, concurrency_key) FROM STDIN (FORMAT BINARY)"
 )
 
 JOB_INSERT: Final[LiteralString] = (
@@ -67,12 +67,12 @@ JOB_INSERT: Final[LiteralString] = (
     # nothing. With `notify`, a new job wakes idle workers (at its commit).
     "WITH inserted AS ("
     "INSERT INTO jobvisor_jobs (id, queue, job_type, payload, priority, run_at,"
-    " max_attempts, dedupe_key, correlation_id, created_at, meta)"
+    " max_attempts, dedupe_key, correlation_id, created_at, meta, concurrency_key)"
     " VALUES (%(id)s, %(queue)s, %(job_type)s, %(payload)s::jsonb, %(priority)s,"
     " coalesce(%(run_at)s::timestamptz, %(now)s::timestamptz"
     "   + coalesce(%(delay)s::float8, 0) * interval '1 second'),"
     " %(max_attempts)s, %(dedupe_key)s, %(correlation_id)s,"
-    " %(now)s::timestamptz, %(meta)s::jsonb)"
+    " %(now)s::timestamptz, %(meta)s::jsonb, %(concurrency_key)s)"
     " ON CONFLICT (dedupe_key) WHERE dedupe_key IS NOT NULL"
     "   AND status IN ('pending', 'running', 'retryable') DO NOTHING"
     " RETURNING id, queue)"
@@ -91,12 +91,13 @@ UNIQUE_KEY: Final[LiteralString] = (
 
 _UNIQUE_INSERT: Final[LiteralString] = (
     "INSERT INTO jobvisor_jobs (id, queue, job_type, payload, priority, run_at,"
-    " max_attempts, correlation_id, created_at, meta, unique_key, unique_states)"
+    " max_attempts, correlation_id, created_at, meta, unique_key, unique_states,"
+    " concurrency_key)"
     " VALUES (%(id)s, %(queue)s, %(job_type)s, %(payload)s::jsonb, %(priority)s,"
     " coalesce(%(run_at)s::timestamptz, %(now)s::timestamptz"
     "   + coalesce(%(delay)s::float8, 0) * interval '1 second'),"
     " %(max_attempts)s, %(correlation_id)s, %(now)s::timestamptz,"
-    " %(meta)s::jsonb, " + UNIQUE_KEY + ", %(unique_states)s::text[])"
+    " %(meta)s::jsonb, " + UNIQUE_KEY + ", %(unique_states)s::text[], %(concurrency_key)s)"
     " ON CONFLICT (unique_key) WHERE unique_key IS NOT NULL"
 )
 
@@ -129,15 +130,15 @@ JOB_INSERT_KEYED_MANY: Final[LiteralString] = (
     # JOB_COLUMNS_COPY's), each unless a live job has its key (an earlier row
     # of the same statement included); returns the ids inserted.
     "INSERT INTO jobvisor_jobs (id, queue, job_type, payload, priority, run_at,"
-    " max_attempts, dedupe_key, correlation_id, created_at, meta)"
+    " max_attempts, dedupe_key, correlation_id, created_at, meta, concurrency_key)"
     " SELECT r.id, r.queue, r.job_type, r.payload, r.priority, r.run_at, r.max_attempts,"
-    " r.dedupe_key, r.correlation_id, %(now)s::timestamptz, r.meta"
+    " r.dedupe_key, r.correlation_id, %(now)s::timestamptz, r.meta, r.concurrency_key"
     " FROM unnest(%(ids)s::uuid[], %(queues)s::text[], %(job_types)s::text[],"
     "   %(payloads)s::jsonb[], %(priorities)s::int4[], %(run_ats)s::timestamptz[],"
     "   %(max_attempts)s::int4[], %(dedupe_keys)s::text[], %(correlation_ids)s::text[],"
-    "   %(metas)s::jsonb[]) WITH ORDINALITY"
+    "   %(metas)s::jsonb[], %(concurrency_keys)s::text[]) WITH ORDINALITY"
     "   AS r(id, queue, job_type, payload, priority, run_at, max_attempts, dedupe_key,"
-    "   correlation_id, meta, n) ORDER BY r.n"
+    "   correlation_id, meta, concurrency_key, n) ORDER BY r.n"
     " ON CONFLICT (dedupe_key) WHERE dedupe_key IS NOT NULL"
     "   AND status IN ('pending', 'running', 'retryable') DO NOTHING"
     " RETURNING id"
@@ -161,8 +162,9 @@ JOB_NOTIFY: Final[LiteralString] = (
 )
 
 JOB_CLAIM: Final[LiteralString] = (
-    # Claim up to `limit` due jobs in priority order, skipping rows others hold
-    # and jobs of paused queues (the pause list is read once per statement);
+    # Claim up to `limit` due jobs in priority order, skipping rows others hold,
+    # jobs of paused queues and jobs of limited types and queues (JOB_CLAIM_LIMITED
+    # takes those); the pause and limit lists are read once per statement.
     # `token` is the claim's own, made by the caller.
     "WITH picked AS ("
     " SELECT id FROM jobvisor_jobs"
@@ -171,6 +173,8 @@ JOB_CLAIM: Final[LiteralString] = (
     "   AND (%(queues)s::text[] IS NULL OR queue = ANY(%(queues)s::text[]))"
     "   AND (%(job_types)s::text[] IS NULL OR job_type = ANY(%(job_types)s::text[]))"
     "   AND queue <> ALL(ARRAY(SELECT queue FROM jobvisor_queue_pauses))"
+    "   AND job_type <> ALL(ARRAY(SELECT name FROM jobvisor_limits WHERE kind = 'type'))"
+    "   AND queue <> ALL(ARRAY(SELECT name FROM jobvisor_limits WHERE kind = 'queue'))"
     " ORDER BY priority DESC, run_at, id"
     " LIMIT %(limit)s FOR UPDATE SKIP LOCKED)"
     " UPDATE jobvisor_jobs AS j SET status = 'running', attempts = j.attempts + 1,"
@@ -183,6 +187,145 @@ JOB_CLAIM: Final[LiteralString] = (
     " j.attempts, j.max_attempts, j.last_error, j.correlation_id, j.dedupe_key,"
     " j.lease_expires_at, j.claim_token, j.worker_id, j.created_at, j.started_at,"
     " j.finished_at, j.meta"
+)
+
+LIMIT_LOCK: Final[LiteralString] = (
+    # Take, in (kind, name) order, the transaction's lock of every limited group
+    # a claim with these filters could take jobs of; returns the groups, each
+    # with whether it has a rate. Claims
+    # of one group wait for each other here, and nothing else does.
+    # For the rest of the transaction the limited claim is not JIT-compiled:
+    # its sorts, priced out on our sessions, look costly enough for the JIT,
+    # whose compile would take 100 times the claim.
+    "SELECT g.kind, g.name, g.rated,"
+    " pg_advisory_xact_lock(74289309, hashtext(g.kind || ':' || g.name))"
+    " FROM (SELECT set_config('jit', 'off', true)) AS s,"
+    " (SELECT kind, name, rate_count IS NOT NULL AS rated FROM jobvisor_limits"
+    "   WHERE (kind = 'type' AND (%(job_types)s::text[] IS NULL"
+    "     OR name = ANY(%(job_types)s::text[])))"
+    "   OR (kind = 'queue' AND (%(queues)s::text[] IS NULL OR name = ANY(%(queues)s::text[])))"
+    "   ORDER BY kind, name) AS g"
+)
+
+JOB_CLAIM_LIMITED: Final[LiteralString] = (
+    # Under LIMIT_LOCK: claim up to `limit` due jobs of limited groups in
+    # priority order, never more per group than its concurrency left (its
+    # limit less its running jobs), its bucket's whole tokens, and per
+    # concurrency key its key_concurrency left (its time, `now`, is taken when
+    # the lock was granted, not at the transaction's start; `token` is the
+    # claim's own). Saturated groups and
+    # keys are skipped before the `window` of candidates is taken; within it a job
+    # passes only if it ranks within the room of every group it belongs to.
+    "WITH lim AS MATERIALIZED ("
+    " SELECT kind, name, concurrency, key_concurrency, CASE WHEN rate_count IS NOT NULL"
+    "   THEN floor(least(rate_count::float8, coalesce(tokens, rate_count) + greatest(0,"
+    "   extract(epoch FROM %(now)s::timestamptz"
+    "     - coalesce(refilled_at, %(now)s::timestamptz)))"
+    "   * rate_count / rate_period) + 0.000001) END AS tokens FROM jobvisor_limits),"
+    " run AS MATERIALIZED (SELECT queue, job_type, concurrency_key FROM jobvisor_jobs"
+    "   WHERE status = 'running'),"
+    " room AS MATERIALIZED (SELECT l.kind, l.name, l.key_concurrency,"
+    "   least(coalesce(l.concurrency - (SELECT count(*) FROM run AS r"
+    "     WHERE CASE WHEN l.kind = 'type' THEN r.job_type ELSE r.queue END = l.name),"
+    "     2147483647), coalesce(l.tokens, 2147483647)) AS room FROM lim AS l),"
+    " keys AS MATERIALIZED (SELECT job_type, concurrency_key, count(*) AS n FROM run"
+    "   WHERE concurrency_key IS NOT NULL GROUP BY job_type, concurrency_key),"
+    " full_keys AS MATERIALIZED (SELECT k.job_type, k.concurrency_key FROM keys AS k"
+    "   JOIN room AS t ON t.kind = 'type' AND t.name = k.job_type"
+    "   WHERE k.n >= t.key_concurrency),"
+    " picks AS (SELECT j.id, j.queue, j.job_type, j.concurrency_key, j.priority, j.run_at"
+    "   FROM jobvisor_jobs AS j"
+    "   WHERE j.status IN ('pending', 'retryable')"
+    "   AND j.run_at <= %(now)s::timestamptz"
+    "   AND (%(queues)s::text[] IS NULL OR j.queue = ANY(%(queues)s::text[]))"
+    "   AND (%(job_types)s::text[] IS NULL OR j.job_type = ANY(%(job_types)s::text[]))"
+    "   AND j.queue <> ALL(ARRAY(SELECT queue FROM jobvisor_queue_pauses))"
+    "   AND EXISTS (SELECT 1 FROM room WHERE room > 0)"  # else no scan at all
+    # Limited jobs of groups with room, keys not saturated: each test reads
+    # a small list once per statement (an array, a hashed subplan).
+    "   AND (j.job_type = ANY(ARRAY(SELECT name FROM room WHERE kind = 'type'))"
+    "     OR j.queue = ANY(ARRAY(SELECT name FROM room WHERE kind = 'queue')))"
+    "   AND j.job_type <> ALL(ARRAY(SELECT name FROM room WHERE kind = 'type' AND room <= 0))"
+    "   AND j.queue <> ALL(ARRAY(SELECT name FROM room WHERE kind = 'queue' AND room <= 0))"
+    "   AND (j.concurrency_key IS NULL"
+    "     OR (j.job_type, j.concurrency_key) NOT IN (SELECT * FROM full_keys))"
+    "   ORDER BY j.priority DESC, j.run_at, j.id LIMIT %(window)s FOR UPDATE OF j SKIP LOCKED),"
+    " cand AS (SELECT c.*, t.room AS troom, q.room AS qroom,"
+    "   t.key_concurrency - coalesce(k.n, 0) AS kroom FROM picks AS c"
+    "   LEFT JOIN room AS t ON t.kind = 'type' AND t.name = c.job_type"
+    "   LEFT JOIN room AS q ON q.kind = 'queue' AND q.name = c.queue"
+    "   LEFT JOIN keys AS k ON k.job_type = c.job_type AND k.concurrency_key = c.concurrency_key),"
+    # Each limit ranks only the candidates the limits before it let pass:
+    # per key, then per type, then per queue.
+    " by_key AS (SELECT id, queue, job_type, priority, run_at, troom, qroom FROM ("
+    "   SELECT *, row_number() OVER (PARTITION BY job_type, concurrency_key"
+    "     ORDER BY priority DESC, run_at, id) AS kn FROM cand) AS c"
+    "   WHERE concurrency_key IS NULL OR kroom IS NULL OR kn <= kroom),"
+    " by_type AS (SELECT id, queue, priority, run_at, qroom FROM ("
+    "   SELECT *, row_number() OVER (PARTITION BY job_type"
+    "     ORDER BY priority DESC, run_at, id) AS tn FROM by_key) AS c"
+    "   WHERE tn <= coalesce(troom, tn)),"
+    " picked AS (SELECT id FROM (SELECT id, priority, run_at, qroom, row_number() OVER ("
+    "   PARTITION BY queue ORDER BY priority DESC, run_at, id) AS qn FROM by_type) AS c"
+    "   WHERE qn <= coalesce(qroom, qn)"
+    "   ORDER BY priority DESC, run_at, id LIMIT %(limit)s)"
+    " UPDATE jobvisor_jobs AS j SET status = 'running', attempts = j.attempts + 1,"
+    " claim_token = %(token)s::uuid, worker_id = %(worker_id)s,"
+    " lease_expires_at = %(now)s::timestamptz"
+    "   + %(lease)s::float8 * interval '1 second',"
+    " started_at = %(now)s::timestamptz"
+    " FROM picked WHERE j.id = picked.id"
+    " RETURNING j.id, j.queue, j.job_type, j.payload, j.priority, j.run_at, j.status,"
+    " j.attempts, j.max_attempts, j.last_error, j.correlation_id, j.dedupe_key,"
+    " j.lease_expires_at, j.claim_token, j.worker_id, j.created_at, j.started_at,"
+    " j.finished_at, j.meta"
+)
+
+LIMIT_TAKE_TOKENS: Final[LiteralString] = (
+    # Under LIMIT_LOCK: refill the buckets of these groups to now and take
+    # what the claim started from each.
+    "UPDATE jobvisor_limits AS l SET tokens = least(l.rate_count::float8,"
+    "   coalesce(l.tokens, l.rate_count) + greatest(0, extract(epoch FROM"
+    "   %(now)s::timestamptz - coalesce(l.refilled_at,"
+    "   %(now)s::timestamptz)))"
+    "   * l.rate_count / l.rate_period) - c.n,"
+    " refilled_at = greatest(l.refilled_at, %(now)s::timestamptz)"
+    " FROM unnest(%(kinds)s::text[], %(names)s::text[], %(counts)s::int[]) AS c(kind, name, n)"
+    " WHERE l.kind = c.kind AND l.name = c.name AND l.rate_count IS NOT NULL"
+)
+
+LIMIT_TABLE_LOCK: Final[LiteralString] = (
+    # Wait for every claim in flight and hold new ones until this transaction
+    # commits (each reads the limit list), so a limit holds from its commit on.
+    "LOCK TABLE jobvisor_limits IN ACCESS EXCLUSIVE MODE"
+)
+
+LIMIT_SET: Final[LiteralString] = (
+    # Write one group's limits, replacing what it had; a bucket keeps its
+    # tokens (at most the new size), a new one starts full.
+    "INSERT INTO jobvisor_limits (kind, name, concurrency, key_concurrency, rate_count,"
+    " rate_period, tokens, refilled_at, source, updated_at)"
+    " VALUES (%(kind)s, %(name)s, %(concurrency)s::integer, %(key_concurrency)s::integer,"
+    " %(rate_count)s::integer, %(rate_period)s::float8, %(rate_count)s::integer::float8,"
+    " %(now)s::timestamptz, %(source)s,"
+    " %(now)s::timestamptz)"
+    " ON CONFLICT (kind, name) DO UPDATE SET concurrency = excluded.concurrency,"
+    " key_concurrency = excluded.key_concurrency, rate_count = excluded.rate_count,"
+    " rate_period = excluded.rate_period,"
+    " tokens = least(coalesce(jobvisor_limits.tokens, excluded.tokens), excluded.tokens),"
+    " refilled_at = coalesce(jobvisor_limits.refilled_at, excluded.refilled_at),"
+    " source = excluded.source, updated_at = excluded.updated_at"
+)
+
+LIMIT_CLEAR: Final[LiteralString] = (
+    # Remove one group's limits; returns its name when it had some.
+    "DELETE FROM jobvisor_limits WHERE kind = %(kind)s AND name = %(name)s RETURNING name"
+)
+
+LIMIT_LIST: Final[LiteralString] = (
+    # Every limit, by kind and name.
+    "SELECT kind, name, concurrency, key_concurrency, rate_count, rate_period, source"
+    " FROM jobvisor_limits ORDER BY kind, name"
 )
 
 JOB_RENEW_MANY: Final[LiteralString] = (
@@ -212,7 +355,11 @@ JOB_COMPLETE_MANY: Final[LiteralString] = (
     " WHERE j.id = c.id AND j.claim_token = c.token AND j.status = 'running'"
     # A job someone waits for sends its notice (at commit); the others none.
     " RETURNING j.id, CASE WHEN j.wait_notify THEN pg_notify('" + NOTIFY_CHANNEL + "',"
-    "   json_build_object('kind', 'done', 'queue', j.queue, 'id', j.id)::text) END"
+    "   json_build_object('kind', 'done', 'queue', j.queue, 'id', j.id)::text) END,"
+    # A limited job frees a slot: idle workers of its queue claim again.
+    " CASE WHEN j.job_type = ANY(ARRAY(SELECT name FROM jobvisor_limits WHERE kind = 'type'))"
+    "   OR j.queue = ANY(ARRAY(SELECT name FROM jobvisor_limits WHERE kind = 'queue'))"
+    "   THEN pg_notify('" + NOTIFY_CHANNEL + "', j.queue) END"
 )
 
 JOB_FAIL: Final[LiteralString] = (
@@ -235,7 +382,11 @@ JOB_FAIL: Final[LiteralString] = (
     " WHERE id = %(id)s AND claim_token = %(token)s AND status = 'running'"
     " RETURNING status, CASE WHEN wait_notify AND status = 'dead' THEN pg_notify('"
     + NOTIFY_CHANNEL
-    + "', json_build_object('kind', 'done', 'queue', queue, 'id', id)::text) END"
+    + "', json_build_object('kind', 'done', 'queue', queue, 'id', id)::text) END,"
+    # A limited job frees a slot: idle workers of its queue claim again.
+    " CASE WHEN job_type = ANY(ARRAY(SELECT name FROM jobvisor_limits WHERE kind = 'type'))"
+    "   OR queue = ANY(ARRAY(SELECT name FROM jobvisor_limits WHERE kind = 'queue'))"
+    "   THEN pg_notify('" + NOTIFY_CHANNEL + "', queue) END"
 )
 
 JOB_SNOOZE: Final[LiteralString] = (
@@ -581,4 +732,153 @@ DB_OLDEST_XMIN: Final[LiteralString] = (
     " FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()"
     " AND (backend_xid IS NOT NULL OR backend_xmin IS NOT NULL)"
     " ORDER BY greatest(age(backend_xid), age(backend_xmin)) DESC, xact_start LIMIT 1"
+)
+
+# --- the dashboard's reads (`queue.browse`) and the fleet's heartbeats ---------
+
+JOB_LISTING_COLUMNS: Final[LiteralString] = (
+    "id, queue, job_type, status, priority, attempts, max_attempts, run_at, created_at,"
+    " finished_at, correlation_id, left(payload::text, 200), octet_length(payload::text),"
+    " left(last_error, 200)"
+)
+
+JOB_PAGE_NEWEST: Final[LiteralString] = (
+    # A page of jobs of any status, newest first, after the cursor's id
+    # (primary key, walked backwards); queue and type are filters on the way.
+    "SELECT " + JOB_LISTING_COLUMNS + " FROM jobvisor_jobs"
+    " WHERE (%(before)s::uuid IS NULL OR id < %(before)s::uuid)"
+    " AND (%(queue)s::text IS NULL OR queue = %(queue)s::text)"
+    " AND (%(job_type)s::text IS NULL OR job_type = %(job_type)s::text)"
+    " ORDER BY id DESC LIMIT %(limit)s"
+)
+
+JOB_PAGE_NEWEST_OF_STATUS: Final[LiteralString] = (
+    # A page of jobs of one status, newest first (jobvisor_jobs_status_idx,
+    # whose queue and type columns filter without reading the rows).
+    "SELECT " + JOB_LISTING_COLUMNS + " FROM jobvisor_jobs"
+    " WHERE status = %(status)s AND (%(before)s::uuid IS NULL OR id < %(before)s::uuid)"
+    " AND (%(queue)s::text IS NULL OR queue = %(queue)s::text)"
+    " AND (%(job_type)s::text IS NULL OR job_type = %(job_type)s::text)"
+    " ORDER BY id DESC LIMIT %(limit)s"
+)
+
+JOB_PAGE_OF_CORRELATION: Final[LiteralString] = (
+    # A page of the jobs of one correlation id, newest first.
+    "SELECT " + JOB_LISTING_COLUMNS + " FROM jobvisor_jobs"
+    " WHERE correlation_id = %(correlation_id)s"
+    " AND (%(before)s::uuid IS NULL OR id < %(before)s::uuid)"
+    " AND (%(status)s::text IS NULL OR status = %(status)s::text)"
+    " AND (%(queue)s::text IS NULL OR queue = %(queue)s::text)"
+    " AND (%(job_type)s::text IS NULL OR job_type = %(job_type)s::text)"
+    " ORDER BY id DESC LIMIT %(limit)s"
+)
+
+JOB_PAGE_DUE: Final[LiteralString] = (
+    # A page of the jobs waiting to run, in claim order (the claim index),
+    # after the cursor (priority, run_at, id): the rest of the cursor's
+    # priority, then the lower ones. The first page's cursor is the highest
+    # priority with the earliest time. Up to twice `limit` rows, unsorted: the
+    # caller merges the two (an outer sort would cost a JIT compile).
+    "SELECT * FROM ("
+    " (SELECT " + JOB_LISTING_COLUMNS + " FROM jobvisor_jobs"
+    "  WHERE status IN ('pending', 'retryable') AND priority = %(priority)s"
+    "  AND (run_at, id) > (%(run_at)s::timestamptz, %(after)s::uuid)"
+    "  AND (%(status)s::text IS NULL OR status = %(status)s::text)"
+    "  AND (%(queue)s::text IS NULL OR queue = %(queue)s::text)"
+    "  AND (%(job_type)s::text IS NULL OR job_type = %(job_type)s::text)"
+    "  ORDER BY priority DESC, run_at, id LIMIT %(limit)s)"
+    " UNION ALL"
+    " (SELECT " + JOB_LISTING_COLUMNS + " FROM jobvisor_jobs"
+    "  WHERE status IN ('pending', 'retryable') AND priority < %(priority)s"
+    "  AND (%(status)s::text IS NULL OR status = %(status)s::text)"
+    "  AND (%(queue)s::text IS NULL OR queue = %(queue)s::text)"
+    "  AND (%(job_type)s::text IS NULL OR job_type = %(job_type)s::text)"
+    "  ORDER BY priority DESC, run_at, id LIMIT %(limit)s)"
+    ") AS due"
+)
+
+JOB_COUNT_CAPPED: Final[LiteralString] = (
+    # Jobs of one status by queue, counting no further than `cap` jobs
+    # (an index-only walk of jobvisor_jobs_status_idx).
+    "SELECT queue, count(*) FROM (SELECT queue FROM jobvisor_jobs"
+    " WHERE status = %(status)s LIMIT %(cap)s) AS capped GROUP BY queue"
+)
+
+JOB_COUNT_SAMPLED: Final[LiteralString] = (
+    # Jobs of these statuses by queue and status in a `percent` sample of the
+    # table's pages: the count the dashboard shows as "about" (scaled up).
+    "SELECT queue, status, count(*) FROM jobvisor_jobs TABLESAMPLE SYSTEM (%(percent)s)"
+    " WHERE status = ANY(%(statuses)s::text[]) GROUP BY queue, status"
+)
+
+JOB_ROWS_ESTIMATE: Final[LiteralString] = (
+    # The planner's estimate of the jobs table's rows (-1: never analysed).
+    "SELECT coalesce((SELECT reltuples FROM pg_class WHERE oid = to_regclass('jobvisor_jobs')), -1)"
+)
+
+JOB_OLDEST_DUE_OF_QUEUES: Final[LiteralString] = (
+    # For each of these queues, seconds since its oldest claimable job became
+    # due (NULL: none is due); one probe of jobvisor_jobs_due_idx per queue.
+    "SELECT q.name, (SELECT extract(epoch FROM %(now)s::timestamptz"
+    "   - min(j.run_at)) FROM jobvisor_jobs AS j"
+    "   WHERE j.status IN ('pending', 'retryable') AND j.queue = q.name"
+    "   AND j.run_at <= %(now)s::timestamptz)"
+    " FROM unnest(%(queues)s::text[]) AS q(name)"
+)
+
+JOB_FINISHED_PER_MINUTE: Final[LiteralString] = (
+    # For each Unix minute `first`..`last`: how many jobs completed and died
+    # in it, counting no further than `cap` of each, with the finish time of
+    # the last one counted (the caller extrapolates a minute at the cap).
+    # 2 x minutes short walks of jobvisor_jobs_finished_idx, whatever the
+    # throughput; each status is a literal, or the partial index is unusable.
+    "SELECT m.minute, c.n, c.last, d.n, d.last"
+    " FROM generate_series(%(first)s::bigint, %(last)s::bigint) AS m(minute)"
+    " CROSS JOIN LATERAL (SELECT count(*) AS n, max(x.finished_at) AS last FROM ("
+    "   SELECT finished_at FROM jobvisor_jobs WHERE status = 'completed'"
+    "   AND finished_at >= to_timestamp(m.minute * 60)"
+    "   AND finished_at < to_timestamp((m.minute + 1) * 60)"
+    "   ORDER BY finished_at LIMIT %(cap)s) AS x) AS c"
+    " CROSS JOIN LATERAL (SELECT count(*) AS n, max(x.finished_at) AS last FROM ("
+    "   SELECT finished_at FROM jobvisor_jobs WHERE status = 'dead'"
+    "   AND finished_at >= to_timestamp(m.minute * 60)"
+    "   AND finished_at < to_timestamp((m.minute + 1) * 60)"
+    "   ORDER BY finished_at LIMIT %(cap)s) AS x) AS d"
+    " WHERE c.n > 0 OR d.n > 0"
+)
+
+SUPERVISOR_HEARTBEAT: Final[LiteralString] = (
+    # A supervisor says it is alive: its row, written anew every few seconds.
+    "INSERT INTO jobvisor_supervisors (id, host, pid, version, started_at, heartbeat_at,"
+    " leader, workers) VALUES (%(id)s, %(host)s, %(pid)s, %(version)s,"
+    " %(now)s::timestamptz, %(now)s::timestamptz,"
+    " %(leader)s, %(workers)s::jsonb)"
+    " ON CONFLICT (id) DO UPDATE SET heartbeat_at = excluded.heartbeat_at,"
+    " leader = excluded.leader, workers = excluded.workers"
+)
+
+SUPERVISOR_LIST: Final[LiteralString] = (
+    # The supervisors heard from within `fresh` seconds, with the database's time.
+    "SELECT id, host, pid, version, started_at, heartbeat_at, leader, workers::text,"
+    " %(now)s::timestamptz FROM jobvisor_supervisors"
+    " WHERE heartbeat_at >= %(now)s::timestamptz"
+    "   - %(fresh)s::float8 * interval '1 second'"
+    # Unsorted: the caller sorts (a sort priced out by enable_sort would
+    # make PostgreSQL compile the plan with its JIT).
+)
+
+SUPERVISOR_DELETE: Final[LiteralString] = (
+    # A supervisor stopped cleanly: its row goes.
+    "DELETE FROM jobvisor_supervisors WHERE id = %(id)s"
+)
+
+SUPERVISOR_PRUNE: Final[LiteralString] = (
+    # The rows of supervisors silent for more than `age` seconds (killed, host lost).
+    "DELETE FROM jobvisor_supervisors WHERE heartbeat_at < %(now)s::timestamptz"
+    " - %(age)s::float8 * interval '1 second'"
+)
+
+JOB_RUNNING_BY_WORKER: Final[LiteralString] = (
+    # How many jobs each worker is running (jobvisor_jobs_lease_idx: running jobs only).
+    "SELECT worker_id, count(*) FROM jobvisor_jobs WHERE status = 'running' GROUP BY worker_id"
 )

@@ -46,19 +46,20 @@ CLOCK_NOW: Final[LiteralString] = (
 JOB_COLUMNS_COPY: Final[LiteralString] = (
     # Bulk insert through executemany; rows carry every column JOB_INSERT sets.
     "INSERT INTO jobvisor_jobs (id, queue, job_type, payload, priority, run_at, max_attempts,"
-    " dedupe_key, correlation_id, created_at, meta) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+    " dedupe_key, correlation_id, created_at, meta, concurrency_key)"
+    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 )
 
 JOB_INSERT: Final[LiteralString] = (
     # Insert one job unless a live job has its dedupe key; returns the new id or
     # nothing. (`notify` is PostgreSQL's: SQLite workers poll.)
     "INSERT INTO jobvisor_jobs (id, queue, job_type, payload, priority, run_at,"
-    " max_attempts, dedupe_key, correlation_id, created_at, meta)"
+    " max_attempts, dedupe_key, correlation_id, created_at, meta, concurrency_key)"
     " VALUES (:id, :queue, :job_type, :payload, :priority,"
     " coalesce(:run_at, :now"
     "   + coalesce(:delay, 0)),"
     " :max_attempts, :dedupe_key, :correlation_id,"
-    " :now, :meta)"
+    " :now, :meta, :concurrency_key)"
     " ON CONFLICT (dedupe_key) WHERE dedupe_key IS NOT NULL"
     "   AND status IN ('pending', 'running', 'retryable') DO NOTHING"
     " RETURNING id"
@@ -74,13 +75,14 @@ UNIQUE_KEY: Final[LiteralString] = (
 
 _UNIQUE_INSERT: Final[LiteralString] = (
     "INSERT INTO jobvisor_jobs (id, queue, job_type, payload, priority, run_at,"
-    " max_attempts, correlation_id, created_at, meta, unique_key, unique_states)"
+    " max_attempts, correlation_id, created_at, meta, unique_key, unique_states,"
+    " concurrency_key)"
     " VALUES (:id, :queue, :job_type, :payload, :priority,"
     " coalesce(:run_at, :now"
     "   + coalesce(:delay, 0)),"
     " :max_attempts, :correlation_id,"
     " :now, :meta,"
-    " " + UNIQUE_KEY + ", :unique_states)"
+    " " + UNIQUE_KEY + ", :unique_states, :concurrency_key)"
     " ON CONFLICT (unique_key) WHERE unique_key IS NOT NULL"
 )
 
@@ -110,12 +112,13 @@ JOB_INSERT_KEYED_MANY: Final[LiteralString] = (
     # ids inserted. (`WHERE true` tells the parser the ON CONFLICT is the
     # upsert's.)
     "INSERT INTO jobvisor_jobs (id, queue, job_type, payload, priority, run_at,"
-    " max_attempts, dedupe_key, correlation_id, created_at, meta)"
+    " max_attempts, dedupe_key, correlation_id, created_at, meta, concurrency_key)"
     " SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]'),"
     " json_extract(value, '$[2]'), json_extract(value, '$[3]'),"
     " json_extract(value, '$[4]'), json_extract(value, '$[5]'),"
     " json_extract(value, '$[6]'), json_extract(value, '$[7]'),"
-    " json_extract(value, '$[8]'), :now, json_extract(value, '$[9]')"
+    " json_extract(value, '$[8]'), :now, json_extract(value, '$[9]'),"
+    " json_extract(value, '$[10]')"
     " FROM json_each(:rows) WHERE true ORDER BY key"
     " ON CONFLICT (dedupe_key) WHERE dedupe_key IS NOT NULL"
     "   AND status IN ('pending', 'running', 'retryable') DO NOTHING"
@@ -141,8 +144,9 @@ JOB_NOTIFY: Final[LiteralString] = (
 )
 
 JOB_CLAIM: Final[LiteralString] = (
-    # Claim up to `limit` due jobs in priority order, none of a paused queue;
-    # `token` is the claim's own, made by the caller.
+    # Claim up to `limit` due jobs in priority order, none of a paused queue nor
+    # of a limited type or queue (JOB_CLAIM_LIMITED takes those); `token` is
+    # the claim's own, made by the caller.
     "UPDATE jobvisor_jobs SET status = 'running', attempts = attempts + 1,"
     " claim_token = :token, worker_id = :worker_id,"
     " lease_expires_at = :now + :lease,"
@@ -154,10 +158,134 @@ JOB_CLAIM: Final[LiteralString] = (
     "   AND (:queues IS NULL OR queue IN (SELECT value FROM json_each(:queues)))"
     "   AND (:job_types IS NULL OR job_type IN (SELECT value FROM json_each(:job_types)))"
     "   AND queue NOT IN (SELECT queue FROM jobvisor_queue_pauses)"
+    "   AND job_type NOT IN (SELECT name FROM jobvisor_limits WHERE kind = 'type')"
+    "   AND queue NOT IN (SELECT name FROM jobvisor_limits WHERE kind = 'queue')"
     " ORDER BY priority DESC, run_at, id LIMIT :limit)"
     " RETURNING id, queue, job_type, payload, priority, run_at, status, attempts,"
     " max_attempts, last_error, correlation_id, dedupe_key, lease_expires_at, claim_token,"
     " worker_id, created_at, started_at, finished_at, meta"
+)
+
+LIMIT_LOCK: Final[LiteralString] = (
+    # The limited groups a claim with these filters could take jobs of, each
+    # with whether it has a rate. The
+    # write lock every claim holds already serialises the limited claims.
+    "SELECT kind, name, rate_count IS NOT NULL, NULL FROM jobvisor_limits"
+    " WHERE (kind = 'type' AND (:job_types IS NULL"
+    "   OR name IN (SELECT value FROM json_each(:job_types))))"
+    " OR (kind = 'queue' AND (:queues IS NULL OR name IN (SELECT value FROM json_each(:queues))))"
+    " ORDER BY kind, name"
+)
+
+JOB_CLAIM_LIMITED: Final[LiteralString] = (
+    # Claim up to `limit` due jobs of limited groups in priority order, never
+    # more per group than its concurrency left, its bucket's whole tokens, and
+    # per concurrency key its key_concurrency left (see the PostgreSQL module).
+    "UPDATE jobvisor_jobs SET status = 'running', attempts = attempts + 1,"
+    " claim_token = :token, worker_id = :worker_id,"
+    " lease_expires_at = :now + :lease,"
+    " started_at = :now"
+    " WHERE id IN ("
+    " WITH lim AS MATERIALIZED ("
+    # (Whole tokens, give or take the float clock's rounding of a microsecond.)
+    "  SELECT kind, name, concurrency, key_concurrency, CASE WHEN rate_count IS NOT NULL"
+    "   THEN CAST(min(rate_count * 1.0, coalesce(tokens, rate_count) + max(0,"
+    "   :now - coalesce(refilled_at, :now)) * rate_count / rate_period) + 0.000001"
+    "   AS INTEGER) END AS tokens"
+    "  FROM jobvisor_limits),"
+    " run AS MATERIALIZED (SELECT queue, job_type, concurrency_key FROM jobvisor_jobs"
+    "   WHERE status = 'running'),"
+    " room AS MATERIALIZED (SELECT l.kind, l.name, l.key_concurrency,"
+    "   min(coalesce(l.concurrency - (SELECT count(*) FROM run AS r"
+    "     WHERE CASE WHEN l.kind = 'type' THEN r.job_type ELSE r.queue END = l.name),"
+    "     2147483647), coalesce(l.tokens, 2147483647)) AS room FROM lim AS l),"
+    " keys AS MATERIALIZED (SELECT job_type, concurrency_key, count(*) AS n FROM run"
+    "   WHERE concurrency_key IS NOT NULL GROUP BY job_type, concurrency_key),"
+    " full_keys AS MATERIALIZED (SELECT k.job_type, k.concurrency_key FROM keys AS k"
+    "   JOIN room AS t ON t.kind = 'type' AND t.name = k.job_type"
+    "   WHERE k.n >= t.key_concurrency),"
+    " picks AS (SELECT j.id, j.queue, j.job_type, j.concurrency_key, j.priority, j.run_at"
+    "   FROM jobvisor_jobs AS j"
+    "   WHERE j.status IN ('pending', 'retryable')"
+    "   AND j.run_at <= :now"
+    "   AND (:queues IS NULL OR j.queue IN (SELECT value FROM json_each(:queues)))"
+    "   AND (:job_types IS NULL OR j.job_type IN (SELECT value FROM json_each(:job_types)))"
+    "   AND j.queue NOT IN (SELECT queue FROM jobvisor_queue_pauses)"
+    "   AND EXISTS (SELECT 1 FROM room WHERE room > 0)"  # else no scan at all
+    # Limited jobs of groups with room, keys not saturated.
+    "   AND (j.job_type IN (SELECT name FROM room WHERE kind = 'type')"
+    "     OR j.queue IN (SELECT name FROM room WHERE kind = 'queue'))"
+    "   AND j.job_type NOT IN (SELECT name FROM room WHERE kind = 'type' AND room <= 0)"
+    "   AND j.queue NOT IN (SELECT name FROM room WHERE kind = 'queue' AND room <= 0)"
+    "   AND (j.concurrency_key IS NULL"
+    "     OR (j.job_type, j.concurrency_key) NOT IN (SELECT * FROM full_keys))"
+    "   ORDER BY j.priority DESC, j.run_at, j.id LIMIT :window),"
+    " cand AS (SELECT c.*, t.room AS troom, q.room AS qroom,"
+    "   t.key_concurrency - coalesce(k.n, 0) AS kroom FROM picks AS c"
+    "   LEFT JOIN room AS t ON t.kind = 'type' AND t.name = c.job_type"
+    "   LEFT JOIN room AS q ON q.kind = 'queue' AND q.name = c.queue"
+    "   LEFT JOIN keys AS k ON k.job_type = c.job_type AND k.concurrency_key = c.concurrency_key),"
+    # Each limit ranks only the candidates the limits before it let pass:
+    # per key, then per type, then per queue.
+    " by_key AS (SELECT id, queue, job_type, priority, run_at, troom, qroom FROM ("
+    "   SELECT *, row_number() OVER (PARTITION BY job_type, concurrency_key"
+    "     ORDER BY priority DESC, run_at, id) AS kn FROM cand) AS c"
+    "   WHERE concurrency_key IS NULL OR kroom IS NULL OR kn <= kroom),"
+    " by_type AS (SELECT id, queue, priority, run_at, qroom FROM ("
+    "   SELECT *, row_number() OVER (PARTITION BY job_type"
+    "     ORDER BY priority DESC, run_at, id) AS tn FROM by_key) AS c"
+    "   WHERE tn <= coalesce(troom, tn))"
+    " SELECT id FROM (SELECT id, priority, run_at, qroom, row_number() OVER ("
+    "   PARTITION BY queue ORDER BY priority DESC, run_at, id) AS qn FROM by_type) AS c"
+    "   WHERE qn <= coalesce(qroom, qn)"
+    "   ORDER BY priority DESC, run_at, id LIMIT :limit)"
+    " RETURNING id, queue, job_type, payload, priority, run_at, status, attempts,"
+    " max_attempts, last_error, correlation_id, dedupe_key, lease_expires_at, claim_token,"
+    " worker_id, created_at, started_at, finished_at, meta"
+)
+
+LIMIT_TAKE_TOKENS: Final[LiteralString] = (
+    # Refill the buckets of these groups to now and take what the claim
+    # started from each (`taken`: JSON [[kind, name, count], …]).
+    "UPDATE jobvisor_limits SET tokens = min(rate_count * 1.0,"
+    "   coalesce(tokens, rate_count) + max(0, :now - coalesce(refilled_at, :now))"
+    "   * rate_count / rate_period) - c.n,"
+    " refilled_at = :now"
+    " FROM (SELECT json_extract(value, '$[0]') AS kind, json_extract(value, '$[1]') AS name,"
+    "   json_extract(value, '$[2]') AS n FROM json_each(:taken)) AS c"
+    " WHERE jobvisor_limits.kind = c.kind AND jobvisor_limits.name = c.name"
+    " AND jobvisor_limits.rate_count IS NOT NULL"
+)
+
+LIMIT_TABLE_LOCK: Final[LiteralString] = (
+    # PostgreSQL's wait for the claims in flight; SQLite's write lock does it.
+    "SELECT 1"
+)
+
+LIMIT_SET: Final[LiteralString] = (
+    # Write one group's limits, replacing what it had; a bucket keeps its
+    # tokens (at most the new size), a new one starts full.
+    "INSERT INTO jobvisor_limits (kind, name, concurrency, key_concurrency, rate_count,"
+    " rate_period, tokens, refilled_at, source, updated_at)"
+    " VALUES (:kind, :name, :concurrency, :key_concurrency, :rate_count,"
+    " :rate_period, :rate_count, :now, :source, :now)"
+    " ON CONFLICT (kind, name) DO UPDATE SET concurrency = excluded.concurrency,"
+    " key_concurrency = excluded.key_concurrency, rate_count = excluded.rate_count,"
+    " rate_period = excluded.rate_period,"
+    " tokens = min(coalesce(jobvisor_limits.tokens, excluded.tokens), excluded.tokens),"
+    " refilled_at = coalesce(jobvisor_limits.refilled_at, excluded.refilled_at),"
+    " source = excluded.source, updated_at = excluded.updated_at"
+)
+
+LIMIT_CLEAR: Final[LiteralString] = (
+    # Remove one group's limits; returns its name when it had some.
+    "DELETE FROM jobvisor_limits WHERE kind = :kind AND name = :name RETURNING name"
+)
+
+LIMIT_LIST: Final[LiteralString] = (
+    # Every limit, by kind and name.
+    "SELECT kind, name, concurrency, key_concurrency, rate_count, rate_period, source"
+    " FROM jobvisor_limits ORDER BY kind, name"
 )
 
 JOB_RENEW_MANY: Final[LiteralString] = (
@@ -548,4 +676,140 @@ SCHEDULE_ADVANCE: Final[LiteralString] = (
 DB_OLDEST_XMIN: Final[LiteralString] = (
     # SQLite keeps no transaction horizon that holds rows back: no row.
     "SELECT 0, '', '', '', 0.0 WHERE 0"
+)
+
+# --- the dashboard's reads (`queue.browse`) and the fleet's heartbeats ---------
+
+JOB_LISTING_COLUMNS: Final[LiteralString] = (
+    "id, queue, job_type, status, priority, attempts, max_attempts, run_at, created_at,"
+    " finished_at, correlation_id, substr(payload, 1, 200), length(CAST(payload AS BLOB)),"
+    " substr(last_error, 1, 200)"
+)
+
+JOB_PAGE_NEWEST: Final[LiteralString] = (
+    # A page of jobs of any status, newest first, after the cursor's id.
+    "SELECT " + JOB_LISTING_COLUMNS + " FROM jobvisor_jobs"
+    " WHERE (:before IS NULL OR id < :before)"
+    " AND (:queue IS NULL OR queue = :queue)"
+    " AND (:job_type IS NULL OR job_type = :job_type)"
+    " ORDER BY id DESC LIMIT :limit"
+)
+
+JOB_PAGE_NEWEST_OF_STATUS: Final[LiteralString] = (
+    # A page of jobs of one status, newest first (jobvisor_jobs_status_idx).
+    "SELECT " + JOB_LISTING_COLUMNS + " FROM jobvisor_jobs INDEXED BY jobvisor_jobs_status_idx"
+    " WHERE status = :status AND (:before IS NULL OR id < :before)"
+    " AND (:queue IS NULL OR queue = :queue)"
+    " AND (:job_type IS NULL OR job_type = :job_type)"
+    " ORDER BY id DESC LIMIT :limit"
+)
+
+JOB_PAGE_OF_CORRELATION: Final[LiteralString] = (
+    # A page of the jobs of one correlation id, newest first.
+    "SELECT " + JOB_LISTING_COLUMNS + " FROM jobvisor_jobs"
+    " INDEXED BY jobvisor_jobs_correlation_idx"
+    " WHERE correlation_id = :correlation_id AND (:before IS NULL OR id < :before)"
+    " AND (:status IS NULL OR status = :status)"
+    " AND (:queue IS NULL OR queue = :queue)"
+    " AND (:job_type IS NULL OR job_type = :job_type)"
+    " ORDER BY id DESC LIMIT :limit"
+)
+
+JOB_PAGE_DUE: Final[LiteralString] = (
+    # A page of the jobs waiting to run, in claim order, after the cursor
+    # (priority, run_at, id): the rest of its priority, then the lower ones;
+    # up to twice `limit` rows, unsorted: the caller merges the two.
+    "SELECT * FROM ("
+    " SELECT * FROM (SELECT " + JOB_LISTING_COLUMNS + " FROM jobvisor_jobs"
+    "  WHERE status IN ('pending', 'retryable') AND priority = :priority"
+    "  AND (run_at, id) > (:run_at, :after)"
+    "  AND (:status IS NULL OR status = :status)"
+    "  AND (:queue IS NULL OR queue = :queue)"
+    "  AND (:job_type IS NULL OR job_type = :job_type)"
+    "  ORDER BY priority DESC, run_at, id LIMIT :limit)"
+    " UNION ALL"
+    " SELECT * FROM (SELECT " + JOB_LISTING_COLUMNS + " FROM jobvisor_jobs"
+    "  WHERE status IN ('pending', 'retryable') AND priority < :priority"
+    "  AND (:status IS NULL OR status = :status)"
+    "  AND (:queue IS NULL OR queue = :queue)"
+    "  AND (:job_type IS NULL OR job_type = :job_type)"
+    "  ORDER BY priority DESC, run_at, id LIMIT :limit)"
+    ")"
+)
+
+JOB_COUNT_CAPPED: Final[LiteralString] = (
+    # Jobs of one status by queue, counting no further than `cap` jobs.
+    "SELECT queue, count(*) FROM (SELECT queue FROM jobvisor_jobs"
+    " WHERE status = :status LIMIT :cap) GROUP BY queue"
+)
+
+JOB_COUNT_SAMPLED: Final[LiteralString] = (
+    # SQLite samples nothing: the exact count by queue and status (`percent`
+    # is ignored), over the status index.
+    "SELECT queue, status, count(*) FROM jobvisor_jobs"
+    " WHERE status IN (SELECT value FROM json_each(:statuses))"
+    " GROUP BY queue, status"
+)
+
+JOB_ROWS_ESTIMATE: Final[LiteralString] = (
+    # SQLite keeps no estimate: -1, so counts past the cap are exact.
+    "SELECT -1"
+)
+
+JOB_OLDEST_DUE_OF_QUEUES: Final[LiteralString] = (
+    # For each of these queues, seconds since its oldest claimable job became
+    # due (NULL: none is due); one probe of jobvisor_jobs_due_idx per queue.
+    "SELECT q.value, (SELECT :now"
+    "   - min(j.run_at) FROM jobvisor_jobs AS j"
+    "   WHERE j.status IN ('pending', 'retryable') AND j.queue = q.value"
+    "   AND j.run_at <= :now)"
+    " FROM json_each(:queues) AS q"
+)
+
+JOB_FINISHED_PER_MINUTE: Final[LiteralString] = (
+    # Completed and dead jobs per Unix minute `first`..`last`, counted
+    # exactly (`cap` is PostgreSQL's; the times are NULL: nothing to
+    # extrapolate), over jobvisor_jobs_finished_idx, whose predicate SQLite
+    # must see word for word.
+    "SELECT CAST(finished_at / 60 AS INTEGER) AS minute,"
+    " sum(status = 'completed'), NULL, sum(status = 'dead'), NULL"
+    " FROM jobvisor_jobs WHERE status IN ('completed', 'dead', 'cancelled')"
+    " AND status <> 'cancelled' AND finished_at >= :first * 60.0"
+    " AND finished_at < (:last + 1) * 60.0 AND :cap > 0"
+    " GROUP BY minute"
+)
+
+SUPERVISOR_HEARTBEAT: Final[LiteralString] = (
+    # A supervisor says it is alive: its row, written anew every few seconds.
+    "INSERT INTO jobvisor_supervisors (id, host, pid, version, started_at, heartbeat_at,"
+    " leader, workers) VALUES (:id, :host, :pid, :version,"
+    " :now,"
+    " :now, :leader, :workers)"
+    " ON CONFLICT (id) DO UPDATE SET heartbeat_at = excluded.heartbeat_at,"
+    " leader = excluded.leader, workers = excluded.workers"
+)
+
+SUPERVISOR_LIST: Final[LiteralString] = (
+    # The supervisors heard from within `fresh` seconds, with the database's time.
+    "SELECT id, host, pid, version, started_at, heartbeat_at, leader, workers,"
+    " :now FROM jobvisor_supervisors"
+    " WHERE heartbeat_at >= :now - :fresh"
+    # Unsorted: the caller sorts (a sort priced out by enable_sort would
+    # make PostgreSQL compile the plan with its JIT).
+)
+
+SUPERVISOR_DELETE: Final[LiteralString] = (
+    # A supervisor stopped cleanly: its row goes.
+    "DELETE FROM jobvisor_supervisors WHERE id = :id"
+)
+
+SUPERVISOR_PRUNE: Final[LiteralString] = (
+    # The rows of supervisors silent for more than `age` seconds (killed, host lost).
+    "DELETE FROM jobvisor_supervisors WHERE heartbeat_at < :now - :age"
+)
+
+JOB_RUNNING_BY_WORKER: Final[LiteralString] = (
+    # How many jobs each worker is running (jobvisor_jobs_lease_idx: running jobs only).
+    "SELECT worker_id, count(*) FROM jobvisor_jobs INDEXED BY jobvisor_jobs_lease_idx"
+    " WHERE status = 'running' GROUP BY worker_id"
 )

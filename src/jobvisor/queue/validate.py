@@ -90,6 +90,11 @@ MAX_LIST_LIMIT: Final = 10_000
 MAX_BATCH_SIZE: Final = 100_000
 MAX_RESTARTS: Final = 1_000_000
 MAX_INT32: Final = 2**31 - 1
+# A fleet-wide limit (concurrency, key_concurrency, a rate's count) counts
+# jobs across every host; past a million it is a typo.
+MAX_FLEET_LIMIT: Final = 1_000_000
+# A rate's period, by its unit: "100/s", "5/m", "1000/h".
+RATE_UNITS: Final = {"s": 1.0, "m": 60.0, "h": 3600.0}
 
 # --- text and payloads -----------------------------------------------------------
 
@@ -286,3 +291,30 @@ def module_attr(spec: str) -> tuple[str, str]:
     if not sep or not module or not attr or any(not part for part in attr.split(".")):
         raise InvalidArgument(f"app={spec!r}: expected module:attribute")
     return module, attr
+
+
+def fleet_limit(label: str, value: object) -> int | None:
+    """A fleet-wide concurrency (or key_concurrency), or None for no limit."""
+    return None if value is None else count(label, value, high=MAX_FLEET_LIMIT)
+
+
+def rate(label: str, value: object) -> tuple[int, float] | None:
+    """A rate such as "100/s", "5/m" or "1000/h" as (count, period in
+    seconds), or None for no limit."""
+    if value is None:
+        return None
+    number, _, unit = value.partition("/") if isinstance(value, str) else ("", "", "")
+    number, unit = number.strip(), unit.strip()
+    digits = number.isascii() and number.isdigit()
+    if not digits or unit not in RATE_UNITS or not 1 <= int(number) <= MAX_FLEET_LIMIT:
+        raise InvalidArgument(
+            f'{label}={short(value)}: expected a rate such as "100/s", "5/m" or '
+            f'"1000/h" (a count from 1 to {MAX_FLEET_LIMIT}, per s, m or h)'
+        )
+    return int(number), RATE_UNITS[unit]
+
+
+def rate_text(count: int, period: float) -> str:
+    """A rate as `rate` reads it: (100, 1.0) is "100/s"."""
+    unit = next((u for u, seconds in RATE_UNITS.items() if seconds == period), None)
+    return f"{count}/{unit}" if unit is not None else f"{count}/{period:g}s"

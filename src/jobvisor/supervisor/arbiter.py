@@ -75,10 +75,10 @@ from ..http import HttpServer
 from ..log import get_logger, setup_logging
 from ..metrics import Metrics
 from ..queue.api import AsyncQueue, connect_async
-from . import children, decisions, endpoints, reload, services, startup
+from . import children, decisions, endpoints, fleet, reload, services, startup
 from .children import Slot, WorkerProcess
 from .decisions import STOP_MARGIN, Charge, CrashBudget, ExitKind, KillReason, StopMode
-from .maintenance import Leadership
+from .maintenance import Leadership, run_periodically
 from .reload import reload_with_same_flags
 from .signals import HANDLED_SIGNALS, ignore_signals
 
@@ -131,6 +131,8 @@ class Supervisor:
         self.database: services.DatabaseWatch | None = None
         self.xmin: services.XminWatch | None = None
         self.http: HttpServer | None = None
+        self.web_queue: AsyncQueue | None = None  # the dashboard's own, when it is on
+        self.heartbeat: fleet.Heartbeat | None = None
         self.last_tick = time.monotonic()
         self.waiting_for_database = False
         self._load_config = load_config or reload_with_same_flags(config)
@@ -192,11 +194,14 @@ class Supervisor:
         assert self.queue is not None and self.database is not None
         assert self._wakeup is not None
         if self.config.http_addr:
+            if self.config.dashboard == "on":
+                self.web_queue = connect_async(self.config.database_url, pool_size=2)
             self.http = await startup.serve_http(
                 self.config,
                 health=lambda: endpoints.health(self, tick=TICK),
                 ready=lambda: endpoints.readiness(self),
                 metrics=self.metrics,
+                dashboard_queue=self.web_queue,
             )
             if self.http is None:
                 return self._fail(ExitCode.FAILED)
@@ -223,6 +228,7 @@ class Supervisor:
         for slot in self.slots:
             self._spawn_into(slot)
         self._start_maintenance()
+        self._start_heartbeat()
         watchdog = systemd.watchdog_interval()
         if watchdog is not None:
             ticker = services.watchdog(watchdog, lambda: self.last_tick, TICK)
@@ -280,12 +286,16 @@ class Supervisor:
             with contextlib.suppress(Exception):
                 async with asyncio.timeout(RESIGN_WAIT):
                     await self.leadership.resign()
+        if self.heartbeat is not None:
+            await self.heartbeat.forget()
         if self.http is not None:
             await self.http.close()
-        if self.queue is not None:
+        for queue in (self.web_queue, self.queue):
+            if queue is None:
+                continue
             with contextlib.suppress(Exception):
                 async with asyncio.timeout(CLOSE_WAIT):
-                    await self.queue.close()
+                    await queue.close()
         self.metrics.set_workers(0)
         log.info("supervisor.stopped", supervisor_id=self.id, exit_code=int(self.exit_code))
 
@@ -396,6 +406,7 @@ class Supervisor:
             self._crashed(slot)
             return
         slot.worker = worker
+        slot.starts += 1
 
     def _on_readable(self, worker: WorkerProcess) -> None:
         messages, eof = children.read_messages(worker)
@@ -574,6 +585,19 @@ class Supervisor:
         self.metrics.set_workers(len(self.workers))
 
     # --- maintenance -------------------------------------------------------------------
+
+    def _start_heartbeat(self) -> None:
+        """This supervisor's row in the fleet table, written every few seconds."""
+        assert self.queue is not None and self.leadership is not None
+        leadership = self.leadership
+        self.heartbeat = fleet.Heartbeat(
+            self.queue,
+            supervisor_id=self.id,
+            leader=lambda: leadership.is_leader,
+            slots=lambda: self.slots,
+        )
+        task = run_periodically(self.heartbeat, first_delay=0.0)
+        self._background.append(asyncio.create_task(task, name="heartbeat"))
 
     def _start_maintenance(self) -> None:
         assert self.queue is not None and self.leadership is not None

@@ -227,6 +227,7 @@ class Slot:
     worker: WorkerProcess | None = None
     failures: int = 0  # unexpected exits in a row
     respawn_at: float = 0.0  # monotonic; an empty slot is filled from then on
+    starts: int = 0  # workers started in it (the fleet view shows the restarts)
 
 
 def spawn_worker(

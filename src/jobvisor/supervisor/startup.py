@@ -56,11 +56,22 @@ async def serve_http(
     health: Callable[[], tuple[bool, str]],
     ready: Callable[[], tuple[bool, str]],
     metrics: Metrics,
+    dashboard_queue: AsyncQueue | None = None,
 ) -> HttpServer | None:
-    """The endpoints on `config.http_addr`; None if the address cannot be bound."""
+    """The endpoints on `config.http_addr` (and the dashboard over
+    `dashboard_queue`, when given); None if the address cannot be bound."""
+    dashboard = None
+    if dashboard_queue is not None:
+        from .. import web  # noqa: PLC0415 - the templates load only when it is on
+
+        dashboard = web.app(dashboard_queue, admin_token=web.admin_token_from_env())
     try:
         return await start_http_server(
-            config.http_addr, health=health, ready=ready, metrics=metrics.exposition
+            config.http_addr,
+            health=health,
+            ready=ready,
+            metrics=metrics.exposition,
+            dashboard=dashboard,
         )
     except (OSError, ValueError) as exc:
         log.error("http.failed", addr=config.http_addr, error=error_text(exc))

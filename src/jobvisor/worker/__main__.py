@@ -45,7 +45,7 @@ from .protocol import (
     ControlChannel,
     new_worker_id,
 )
-from .registry import AppError, Registry, load_app
+from .registry import AppError, InvalidLimit, Registry, load_app
 
 log = get_logger("worker")
 
@@ -101,6 +101,12 @@ async def serve(config: Config, registry: Registry, channel: ControlChannel, wor
         refused = await boot(queue)
         if refused is not None:
             return _boot_failed(channel, worker_id, *refused)
+        try:
+            await _write_limits(queue, registry, worker_id)
+        except DatabaseUnavailable as exc:
+            return _boot_failed(channel, worker_id, ExitCode.UNAVAILABLE, f"limits: {exc}")
+        except JobvisorError as exc:
+            return _boot_failed(channel, worker_id, ExitCode.BOOT_FAILED, f"limits: {exc}")
         worker = Worker(
             queue,
             registry,
@@ -135,6 +141,19 @@ async def serve(config: Config, registry: Registry, channel: ControlChannel, wor
         await queue.close()
 
 
+async def _write_limits(queue: AsyncQueue, registry: Registry, worker_id: str) -> None:
+    """Write the registry's declared limits (the code is their source of
+    truth), before the first claim: every host then obeys the same numbers."""
+    changed = await queue.limits_sync(registry.limits, job_types=registry.job_types)
+    if changed:
+        log.info(
+            "worker.limits_written",
+            worker_id=worker_id,
+            changed=changed,
+            limits=",".join(f"{lim.name}: {lim.describe()}" for lim in registry.limits),
+        )
+
+
 def _boot_failed(channel: ControlChannel, worker_id: str, code: ExitCode, text: str) -> int:
     log.error("worker.boot_failed", worker_id=worker_id, error=text, exit_code=int(code))
     channel.send({"t": "fatal", "error": text})
@@ -150,8 +169,9 @@ def main() -> int:
     try:
         registry = load_app(config.app)
     except AppError as exc:
-        # A refused schedule is a configuration error: `jobvisor run` exits 78.
-        failed = ExitCode.CONFIG if isinstance(exc.__cause__, InvalidSchedule) else EXIT_BOOT_FAILED
+        # A refused schedule or limit is a configuration error: `jobvisor run` exits 78.
+        refused = isinstance(exc.__cause__, InvalidSchedule | InvalidLimit)
+        failed = ExitCode.CONFIG if refused else EXIT_BOOT_FAILED
         log.error("worker.boot_failed", worker_id=worker_id, error=str(exc), exit_code=int(failed))
         channel.send({"t": "fatal", "error": str(exc)})
         return int(failed)

@@ -8,8 +8,11 @@
 
 An `async def` handler runs on the worker's event loop; a plain function runs
 in the worker's thread pool (one thread per concurrency slot), so blocking
-code never stalls the loop. Whatever a handler returns is ignored; returning
-means the job is completed, raising means this attempt failed.
+code never stalls the loop. Returning means the job is completed, and what it
+returns (JSON) is stored as the job's result; raising means this attempt failed.
+
+`@registry.task` registers a function with typed arguments instead of a raw
+handler: see `jobvisor.tasks`.
 
 A job cancelled while it runs (`queue.cancel(id)`): an `async def` handler
 gets `asyncio.CancelledError` at its next await; a plain function sees
@@ -31,14 +34,31 @@ import importlib
 import inspect
 import uuid
 from collections.abc import Awaitable, Callable, Iterator
-from typing import Any, NoReturn, TypeVar
+from typing import TYPE_CHECKING, Any, NoReturn, ParamSpec, TypeVar, overload
 
 from ..queue import validate
 from ..queue.errors import InvalidArgument, JobvisorError
-from ..queue.model import Job, OnConflict, RetryPolicy, Unique, progress_json
+from ..queue.model import (
+    DEFAULT_QUEUE,
+    Job,
+    Limit,
+    LimitScope,
+    LimitSource,
+    OnConflict,
+    RetryPolicy,
+    Unique,
+    progress_json,
+)
 from ..schedules import InvalidSchedule, ScheduleSpec
+from ..tasks import Task, queue_types
+
+if TYPE_CHECKING:
+    from ..queue.api import AsyncQueue, Queue
 
 F = TypeVar("F", bound=Callable[..., Any])
+P = ParamSpec("P")
+R = TypeVar("R")
+Q = TypeVar("Q", "Queue", "AsyncQueue")
 
 HandlerFunc = Callable[["JobContext"], Awaitable[Any]] | Callable[["JobContext"], Any]
 
@@ -61,6 +81,25 @@ class Cancel(Exception):
             raise InvalidArgument(f"cancel reason={reason!r}: expected a non-empty string")
         self.reason = reason
         super().__init__(reason)
+
+
+class InvalidLimit(InvalidArgument):
+    """A handler's declared limit is refused (`jobvisor run` exits 78)."""
+
+
+def _declared_limit(
+    job_type: str, concurrency: int | None, key_concurrency: int | None, rate: str | None
+) -> Limit | None:
+    """A handler's fleet-wide limits, checked; None when it declares none."""
+    if concurrency is None and key_concurrency is None and rate is None:
+        return None
+    try:
+        validate.fleet_limit("concurrency", concurrency)
+        validate.fleet_limit("key_concurrency", key_concurrency)
+        validate.rate("rate", rate)
+    except InvalidArgument as exc:
+        raise InvalidLimit(f"handler for {job_type!r}: {exc}") from None
+    return Limit(LimitScope.TYPE, job_type, concurrency, key_concurrency, rate, LimitSource.CODE)
 
 
 class JobContext:
@@ -159,6 +198,10 @@ class Handler:
     `max_attempts`: the default `max_attempts` of jobs built with
     `Registry.job` (the queue stores a job's attempts when it is enqueued).
     `retry`: the backoff between this type's attempts (`Registry.retry_policies`).
+    `limit`: the type's fleet-wide limits (`concurrency`: running jobs across
+    every host; `key_concurrency`: per `concurrency_key`; `rate`: starts per
+    second, minute or hour, "100/s"), written to the database at each
+    worker's boot; None when it declares none.
     `unique`, `on_conflict`: the defaults of jobs built with `Registry.job`
     (see `jobvisor.Unique`): at most one job of the type per key.
     """
@@ -170,6 +213,7 @@ class Handler:
     hard_timeout: float | None = None
     max_attempts: int | None = None
     retry: RetryPolicy | None = None
+    limit: Limit | None = None
     unique: Unique | None = None
     on_conflict: OnConflict | None = None
 
@@ -180,6 +224,8 @@ class Registry:
     def __init__(self) -> None:
         self._handlers: dict[str, Handler] = {}
         self._schedules: dict[str, ScheduleSpec] = {}
+        self._tasks: dict[str, Task[Any, Any]] = {}
+        self._bound: dict[type, Queue | AsyncQueue] = {}
 
     def handler(
         self,
@@ -189,11 +235,15 @@ class Registry:
         hard_timeout: float | None = None,
         max_attempts: int | None = None,
         retry: RetryPolicy | None = None,
+        concurrency: int | None = None,
+        key_concurrency: int | None = None,
+        rate: str | None = None,
         unique: Unique | None = None,
         on_conflict: OnConflict | str | None = None,
     ) -> Callable[[F], F]:
         """Register the decorated function as the handler of `job_type`.
-        See `Handler` for the options; bad ones raise `InvalidArgument`."""
+        See `Handler` for the options; bad ones raise `InvalidArgument`
+        (`InvalidLimit` for a bad limit)."""
 
         def register(func: F) -> F:
             self.add(
@@ -203,6 +253,9 @@ class Registry:
                 hard_timeout=hard_timeout,
                 max_attempts=max_attempts,
                 retry=retry,
+                concurrency=concurrency,
+                key_concurrency=key_concurrency,
+                rate=rate,
                 unique=unique,
                 on_conflict=on_conflict,
             )
@@ -219,6 +272,9 @@ class Registry:
         hard_timeout: float | None = None,
         max_attempts: int | None = None,
         retry: RetryPolicy | None = None,
+        concurrency: int | None = None,
+        key_concurrency: int | None = None,
+        rate: str | None = None,
         unique: Unique | None = None,
         on_conflict: OnConflict | str | None = None,
     ) -> Handler:
@@ -238,6 +294,7 @@ class Registry:
             validate.count("max_attempts", max_attempts, high=validate.MAX_INT32)
         if retry is not None and not isinstance(retry, RetryPolicy):
             raise InvalidArgument(f"retry={retry!r}: expected a jobvisor.RetryPolicy")
+        limit = _declared_limit(job_type, concurrency, key_concurrency, rate)
         handler = Handler(
             job_type=job_type,
             func=func,
@@ -246,10 +303,113 @@ class Registry:
             hard_timeout=hard,
             max_attempts=max_attempts,
             retry=retry,
+            limit=limit,
             **_unique_defaults(unique, on_conflict),
         )
         self._handlers[job_type] = handler
         return handler
+
+    @overload
+    def task(self, func: Callable[P, R], /) -> Task[P, R]: ...
+
+    @overload
+    def task(
+        self,
+        name: str | None = None,
+        *,
+        queue: str = DEFAULT_QUEUE,
+        priority: int = 0,
+        max_attempts: int | None = None,
+        timeout: float | None = None,
+        hard_timeout: float | None = None,
+        retry: RetryPolicy | None = None,
+        unique: Unique | None = None,
+        on_conflict: OnConflict | str | None = None,
+    ) -> Callable[[Callable[P, R]], Task[P, R]]: ...
+
+    def task(
+        self,
+        name: str | Callable[P, R] | None = None,
+        *,
+        queue: str = DEFAULT_QUEUE,
+        priority: int = 0,
+        max_attempts: int | None = None,
+        timeout: float | None = None,
+        hard_timeout: float | None = None,
+        retry: RetryPolicy | None = None,
+        unique: Unique | None = None,
+        on_conflict: OnConflict | str | None = None,
+    ) -> Task[P, R] | Callable[[Callable[P, R]], Task[P, R]]:
+        """Make the decorated function a task (`jobvisor.tasks`): a job type
+        named `name` (default: the function's `__name__`) whose jobs call it
+        with the arguments given to `task.enqueue(...)`. Bare `@registry.task`
+        takes every default. `queue`, `priority`, `max_attempts`, `unique` and
+        `on_conflict` are its jobs' defaults (`with_options` changes them per
+        enqueue); `timeout`, `hard_timeout` and `retry` are the handler's
+        (see `Handler`). Bad options, or a name already registered, raise
+        `InvalidArgument`."""
+
+        def register(func: Callable[P, R]) -> Task[P, R]:
+            if not callable(func):
+                raise InvalidArgument(f"task {func!r}: expected a function")
+            given = {"max_attempts": max_attempts, "unique": unique, "on_conflict": on_conflict}
+            options: dict[str, Any] = {"queue": queue, "priority": priority}
+            options.update({k: v for k, v in given.items() if v is not None})
+            task_name = name if isinstance(name, str) else getattr(func, "__name__", None)
+            if not isinstance(task_name, str):
+                raise InvalidArgument(f"task {func!r}: has no __name__; give the task a name")
+            task = Task(func, name=task_name, registry=self, options=options)
+            self.add(
+                task_name,
+                task.handler(),
+                timeout=timeout,
+                hard_timeout=hard_timeout,
+                max_attempts=max_attempts,
+                retry=retry,
+                unique=unique,
+                on_conflict=on_conflict,
+            )
+            self._tasks[task_name] = task
+            return task
+
+        if callable(name):
+            return register(name)
+        if name is not None:
+            validate.name("task name", name)
+        return register
+
+    @property
+    def tasks(self) -> list[Task[Any, Any]]:
+        """The registered tasks, by name."""
+        return [self._tasks[name] for name in sorted(self._tasks)]
+
+    def bind(self, queue: Queue | AsyncQueue) -> _Binding:
+        """Make `queue` the one this registry's tasks enqueue on: a `Queue`
+        for `task.enqueue`, an `AsyncQueue` for `task.enqueue_async` (one of
+        each may be bound). It holds until `unbind`, or, used as a context
+        manager (`with registry.bind(q):`), until the block ends, when the
+        queue bound before comes back."""
+        sync, asynchronous = queue_types()
+        if not isinstance(queue, sync | asynchronous):
+            raise InvalidArgument(f"queue={queue!r}: expected a jobvisor Queue or AsyncQueue")
+        kind = sync if isinstance(queue, sync) else asynchronous
+        binding = _Binding(self, kind, self._bound.get(kind))
+        self._bound[kind] = queue
+        return binding
+
+    def unbind(self, queue: Queue | AsyncQueue) -> None:
+        """Forget `queue` if it is bound (tasks then have no queue of its kind)."""
+        for kind, bound in list(self._bound.items()):
+            if bound is queue:
+                del self._bound[kind]
+
+    def bound(self, kind: type[Q]) -> Queue | AsyncQueue | None:
+        """The bound queue of `kind` (`Queue` or `AsyncQueue`); if none, the
+        other kind's (so that the error can say which one is there), or None."""
+        found = self._bound.get(kind)
+        if found is not None:
+            return found
+        return next(iter(self._bound.values()), None)
 
     def schedule(
         self,
@@ -312,6 +472,11 @@ class Registry:
     def needs_threads(self) -> bool:
         return any(not h.is_async for h in self._handlers.values())
 
+    @property
+    def limits(self) -> list[Limit]:
+        """The fleet-wide limits the handlers declare, by job type."""
+        return [h.limit for h in self if h.limit is not None]
+
     def retry_policies(self) -> dict[str, RetryPolicy]:
         """`{job_type: policy}` for `connect(..., retry=...)`."""
         return {t: h.retry for t, h in self._handlers.items() if h.retry is not None}
@@ -348,6 +513,25 @@ class Registry:
 
     def __repr__(self) -> str:
         return f"Registry({self.job_types!r})"
+
+
+class _Binding:
+    """What `Registry.bind` returns: used as a context manager, it puts back
+    the queue bound before when the block ends."""
+
+    __slots__ = ("_kind", "_previous", "_registry")
+
+    def __init__(self, registry: Registry, kind: type, previous: Queue | AsyncQueue | None) -> None:
+        self._registry, self._kind, self._previous = registry, kind, previous
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, *exc: object) -> None:
+        if self._previous is None:
+            self._registry._bound.pop(self._kind, None)
+        else:
+            self._registry._bound[self._kind] = self._previous
 
 
 def _unique_defaults(unique: object, on_conflict: object) -> dict[str, Any]:

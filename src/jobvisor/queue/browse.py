@@ -1,0 +1,492 @@
+"""What the dashboard reads, and the fleet's heartbeats: operations written
+once for both engines, bound to `Queue` and `AsyncQueue` like those of `ops`.
+
+Every read is bounded and index-backed, so a page costs the same on a table
+of ten million jobs as on an empty one:
+
+- a page of jobs walks one index from a cursor (keyset pagination, never
+  OFFSET): the primary key (newest first), the status index, the
+  correlation index, or the claim index (the jobs waiting to run, in the
+  order they will be claimed);
+- counts stop at `COUNT_CAP` jobs per status; a status past it is counted
+  in a sample of the table's pages (PostgreSQL's TABLESAMPLE) and shown as
+  "about" (`Count.exact` is False); SQLite counts it exactly;
+- the finished jobs per minute come from the finish-time index;
+- the fleet is the `jobvisor_supervisors` table, one row per supervisor.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import enum
+import json
+import uuid
+from collections.abc import Mapping, Sequence
+from typing import Any, Final
+
+from . import validate
+from .engine import Dialect, Plan, Steps, Stmt
+from .errors import InvalidArgument
+from .model import UTC, JobStatus
+from .ops import Ctx
+
+COUNT_CAP: Final = 10_000  # jobs counted exactly per status before sampling
+SAMPLE_ROWS: Final = 20_000  # about how many rows a sampled count reads
+PAGE_DEFAULT: Final = 50
+PAGE_MAX: Final = 500
+THROUGHPUT_MINUTES: Final = 60
+MINUTE_CAP: Final = 200  # finished jobs counted per minute and status before estimating
+SUPERVISOR_FRESH: Final = 30.0  # a supervisor silent for longer is not shown
+PREVIEW_CHARS: Final = 200  # the statements cut payloads and errors to this
+_EPOCH: Final = dt.datetime(1970, 1, 1, tzinfo=UTC)
+_MICROSECOND: Final = dt.timedelta(microseconds=1)
+_FIRST_DUE: Final = (validate.MAX_INT32, uuid.UUID(int=0))  # before the first due job
+
+
+class JobOrder(enum.StrEnum):
+    NEWEST = "newest"  # newest first (ids are time-ordered)
+    DUE = "due"  # the jobs waiting to run, in claim order
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class JobListing:
+    """A job as a list shows it: its payload and last error cut to
+    `PREVIEW_CHARS` characters (`payload_bytes` says how large it is)."""
+
+    id: uuid.UUID
+    queue: str
+    job_type: str
+    status: JobStatus
+    priority: int
+    attempts: int
+    max_attempts: int
+    run_at: dt.datetime
+    created_at: dt.datetime
+    finished_at: dt.datetime | None
+    correlation_id: str | None
+    payload_preview: str
+    payload_bytes: int
+    error_preview: str | None
+
+    @property
+    def payload_truncated(self) -> bool:
+        return self.payload_bytes > len(self.payload_preview.encode())
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class JobPage:
+    """One page of jobs, and the cursor of the next (None: this is the last)."""
+
+    jobs: tuple[JobListing, ...]
+    next_cursor: str | None
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Count:
+    value: int
+    exact: bool = True
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class QueueState:
+    """One queue on the overview: its jobs by status, whether it is paused,
+    and how long its oldest due job has waited (None: none is due)."""
+
+    name: str
+    counts: Mapping[JobStatus, Count]
+    paused: bool
+    oldest_due_age: float | None
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Minute:
+    """Jobs finished in one minute (estimated past `MINUTE_CAP` when not `exact`)."""
+
+    start: dt.datetime
+    completed: int
+    dead: int
+    exact: bool = True
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class SupervisorBeat:
+    """What a supervisor writes about itself every few seconds. `workers`
+    holds one mapping per worker (id, pid, restarts, jobs running)."""
+
+    id: str
+    host: str
+    pid: int
+    version: str
+    leader: bool
+    workers: Sequence[Mapping[str, Any]]
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class SupervisorRow:
+    """A supervisor as the fleet view shows it; `now` is the database's time."""
+
+    id: str
+    host: str
+    pid: int
+    version: str
+    started_at: dt.datetime
+    heartbeat_at: dt.datetime
+    leader: bool
+    workers: tuple[dict[str, Any], ...]
+    now: dt.datetime
+
+    @property
+    def uptime(self) -> float:
+        return max(0.0, (self.now - self.started_at).total_seconds())
+
+
+def _time(value: Any) -> dt.datetime:
+    """A time read back: PostgreSQL gives datetimes, SQLite epoch seconds."""
+    if isinstance(value, dt.datetime):
+        return value
+    return dt.datetime.fromtimestamp(value, UTC)
+
+
+def _listing(d: Dialect, row: Sequence[Any]) -> JobListing:
+    return JobListing(
+        id=d.id_out(row[0]),
+        queue=row[1],
+        job_type=row[2],
+        status=JobStatus(row[3]),
+        priority=int(row[4]),
+        attempts=int(row[5]),
+        max_attempts=int(row[6]),
+        run_at=_time(row[7]),
+        created_at=_time(row[8]),
+        finished_at=None if row[9] is None else _time(row[9]),
+        correlation_id=row[10],
+        payload_preview=row[11],
+        payload_bytes=int(row[12]),
+        error_preview=row[13],
+    )
+
+
+# --- pages of jobs --------------------------------------------------------------
+
+
+def _optional_name(label: str, value: str | None) -> str | None:
+    return None if value is None or value == "" else validate.name(label, value)
+
+
+def _status(value: JobStatus | str | None) -> JobStatus | None:
+    if value is None or value == "":
+        return None
+    try:
+        return JobStatus(value)
+    except ValueError:
+        expected = ", ".join(s.value for s in JobStatus)
+        raise InvalidArgument(f"status={value!r}: expected one of {expected}") from None
+
+
+def _order(value: JobOrder | str) -> JobOrder:
+    try:
+        return JobOrder(value)
+    except ValueError:
+        raise InvalidArgument(f"order={value!r}: expected newest or due") from None
+
+
+def _before(d: Dialect, cursor: str | None) -> Any:
+    """A newest-first cursor: the id of the last job shown."""
+    if cursor is None or cursor == "":
+        return None
+    try:
+        return d.id(uuid.UUID(cursor))
+    except ValueError:
+        raise InvalidArgument(f"cursor={cursor!r}: expected a job id") from None
+
+
+def _exact(d: Dialect) -> bool:
+    """Whether the engine keeps times as datetimes (PostgreSQL) rather than
+    epoch seconds (SQLite)."""
+    return d.name == "postgres"
+
+
+def _due_cursor(d: Dialect, cursor: str | None) -> dict[str, Any]:
+    """A claim-order cursor: `priority~run_at~id` of the last job shown, the
+    time exactly as the engine stores it (microseconds since the epoch, or
+    SQLite's epoch seconds), in characters a URL keeps as they are."""
+    if cursor is None or cursor == "":
+        far_past = dt.datetime(1, 1, 2, tzinfo=UTC)
+        return {"priority": _FIRST_DUE[0], "run_at": d.time(far_past), "after": d.id(_FIRST_DUE[1])}
+    try:
+        priority, raw, job_id = cursor.split("~")
+        run_at: Any = _EPOCH + dt.timedelta(microseconds=int(raw)) if _exact(d) else float(raw)
+        return {"priority": int(priority), "run_at": run_at, "after": d.id(uuid.UUID(job_id))}
+    except ValueError:
+        raise InvalidArgument(f"cursor={cursor!r}: expected priority~run_at~id") from None
+
+
+def _next_cursor(d: Dialect, order: JobOrder, last: Sequence[Any]) -> str:
+    if order is JobOrder.NEWEST:
+        return str(d.id_out(last[0]))
+    when = last[7]
+    raw = str((when - _EPOCH) // _MICROSECOND) if isinstance(when, dt.datetime) else repr(when)
+    return f"{last[4]}~{raw}~{d.id_out(last[0])}"
+
+
+def job_page(
+    ctx: Ctx,
+    *,
+    status: JobStatus | str | None = None,
+    queue: str | None = None,
+    job_type: str | None = None,
+    correlation_id: str | None = None,
+    order: JobOrder | str = JobOrder.NEWEST,
+    cursor: str | None = None,
+    limit: int = PAGE_DEFAULT,
+) -> Plan[JobPage]:
+    """A page of at most `limit` jobs (up to `PAGE_MAX`) matching every
+    filter given, after `cursor` (the page before's `next_cursor`; None for
+    the first page). `order` is `newest` (newest first) or `due` (the jobs
+    waiting to run, pending or retryable, in the order they will be
+    claimed). An empty string counts as no filter. A filter or cursor of the
+    wrong form raises `InvalidArgument`."""
+    d = ctx.dialect
+    wanted = _status(status)
+    how = _order(order)
+    validate.count("limit", limit, high=PAGE_MAX)
+    params: dict[str, Any] = {
+        "status": None if wanted is None else wanted.value,
+        "queue": _optional_name("queue", queue),
+        "job_type": _optional_name("job_type", job_type),
+        "correlation_id": None
+        if not correlation_id
+        else validate.key("correlation_id", correlation_id),
+        "limit": limit + 1,
+    }
+    sql = _page_statement(d, how, params)
+    if how is JobOrder.NEWEST:
+        params["before"] = _before(d, cursor)
+    else:
+        params.update(_due_cursor(d, cursor))
+
+    def steps() -> Steps[JobPage]:
+        rows = yield Stmt(sql, params, fetch="all")
+        if how is JobOrder.DUE:  # the two parts of the claim order, merged
+            rows = sorted(rows, key=lambda r: (-r[4], r[7], r[0]))
+        more = len(rows) > limit
+        rows = rows[:limit]
+        return JobPage(
+            jobs=tuple(_listing(d, r) for r in rows),
+            next_cursor=_next_cursor(d, how, rows[-1]) if more else None,
+        )
+
+    return Plan(steps(), write=False, transaction=False)
+
+
+def _page_statement(d: Dialect, order: JobOrder, params: Mapping[str, Any]) -> Any:
+    if order is JobOrder.DUE:
+        if params["correlation_id"] is not None:
+            raise InvalidArgument(
+                "order=due with a correlation id: the jobs of a correlation id are"
+                " listed newest first"
+            )
+        if params["status"] not in (None, JobStatus.PENDING, JobStatus.RETRYABLE):
+            raise InvalidArgument(
+                f"order=due with status={params['status']!r}: expected pending, retryable or none"
+                " (the jobs waiting to run)"
+            )
+        return d.sql.JOB_PAGE_DUE
+    if params["correlation_id"] is not None:
+        return d.sql.JOB_PAGE_OF_CORRELATION
+    if params["status"] is not None:
+        return d.sql.JOB_PAGE_NEWEST_OF_STATUS
+    return d.sql.JOB_PAGE_NEWEST
+
+
+# --- the overview -----------------------------------------------------------------
+
+
+def _sample_percent(estimate: float) -> float:
+    """The share of the table's pages a sampled count reads (100: all)."""
+    if estimate <= 0:
+        return 100.0
+    return min(100.0, max(0.01, 100.0 * SAMPLE_ROWS / estimate))
+
+
+def queue_states(ctx: Ctx, *, cap: int = COUNT_CAP) -> Plan[list[QueueState]]:
+    """Every queue with a job or a pause, by name: its jobs by status (exact
+    up to `cap` per status, "about" past it), paused or not, and its oldest
+    due job's age."""
+    d = ctx.dialect
+    validate.count("cap", cap, high=validate.MAX_INT32 - 1)
+
+    def steps() -> Steps[list[QueueState]]:
+        counts: dict[tuple[str, JobStatus], Count] = {}
+        over: list[JobStatus] = []
+        for status in JobStatus:
+            params = {"status": status.value, "cap": cap + 1}
+            rows = yield Stmt(d.sql.JOB_COUNT_CAPPED, params, fetch="all")
+            if sum(int(r[1]) for r in rows) > cap:
+                over.append(status)
+            for queue, n in rows:
+                counts[(queue, status)] = Count(int(n), exact=status not in over)
+        if over:
+            yield from _sampled(d, over, counts)
+        paused = {r[0] for r in (yield Stmt(d.sql.QUEUE_PAUSED_LIST, fetch="all"))}
+        names = sorted({queue for queue, _ in counts} | paused)
+        ages: dict[str, float | None] = {}
+        if names:
+            params = {"queues": d.names(names), "now": ctx.now()}
+            rows = yield Stmt(d.sql.JOB_OLDEST_DUE_OF_QUEUES, params, fetch="all")
+            ages = {r[0]: None if r[1] is None else max(0.0, float(r[1])) for r in rows}
+        return [
+            QueueState(
+                name=name,
+                counts={s: counts.get((name, s), Count(0)) for s in JobStatus},
+                paused=name in paused,
+                oldest_due_age=ages.get(name),
+            )
+            for name in names
+        ]
+
+    return Plan(steps(), write=False, transaction=False)
+
+
+def _sampled(
+    d: Dialect, over: Sequence[JobStatus], counts: dict[tuple[str, JobStatus], Count]
+) -> Steps[None]:
+    """Replace the counts of the statuses past the cap by a sample's, scaled
+    up (never below the jobs already counted)."""
+    (estimate,) = yield Stmt(d.sql.JOB_ROWS_ESTIMATE, {}, fetch="one")
+    percent = _sample_percent(float(estimate))
+    exact = percent >= 100.0
+    params = {"statuses": d.names([s.value for s in over]), "percent": percent}
+    rows = yield Stmt(d.sql.JOB_COUNT_SAMPLED, params, fetch="all")
+    for key in [k for k in counts if k[1] in over]:
+        counts[key] = Count(counts[key].value, exact=exact)
+    for queue, status, n in rows:
+        key = (queue, JobStatus(status))
+        scaled = round(int(n) * 100.0 / percent)
+        counts[key] = Count(max(scaled, counts.get(key, Count(0)).value), exact=exact)
+
+
+def throughput(
+    ctx: Ctx, *, minutes: int = THROUGHPUT_MINUTES, cap: int = MINUTE_CAP
+) -> Plan[list[Minute]]:
+    """Completed and dead jobs in each of the last `minutes` minutes, oldest
+    first, the current minute last (minutes without any count zero). A
+    minute with more than `cap` of either is estimated from the time its
+    first `cap` took (`Minute.exact` False); SQLite counts exactly."""
+    d = ctx.dialect
+    validate.count("minutes", minutes, high=24 * 60)
+    validate.count("cap", cap, high=validate.MAX_INT32)
+    now = ctx.now()
+
+    def steps() -> Steps[list[Minute]]:
+        (clock,) = yield Stmt(d.sql.CLOCK_NOW, {"now": now}, fetch="one")
+        last = int(_time(clock).timestamp() // 60)
+        params = {"first": last - minutes + 1, "last": last, "cap": cap}
+        rows = yield Stmt(d.sql.JOB_FINISHED_PER_MINUTE, params, fetch="all")
+        found = {
+            int(m): (_per_minute(int(m), nc, c_at, cap), _per_minute(int(m), nd, d_at, cap))
+            for m, nc, c_at, nd, d_at in rows
+        }
+        none = (Count(0), Count(0))
+        return [
+            Minute(
+                start=dt.datetime.fromtimestamp(m * 60, UTC),
+                completed=found.get(m, none)[0].value,
+                dead=found.get(m, none)[1].value,
+                exact=found.get(m, none)[0].exact and found.get(m, none)[1].exact,
+            )
+            for m in range(last - minutes + 1, last + 1)
+        ]
+
+    return Plan(steps(), write=False, transaction=False)
+
+
+def _per_minute(minute: int, counted: Any, last_at: Any, cap: int) -> Count:
+    """A minute's count; past the cap, scaled from the seconds the first
+    `cap` jobs took to the whole minute."""
+    n = int(counted or 0)
+    if last_at is None or n < cap:
+        return Count(n)
+    took = (_time(last_at) - dt.datetime.fromtimestamp(minute * 60, UTC)).total_seconds()
+    return Count(max(n, round(n * 60.0 / max(took, 0.001))), exact=False)
+
+
+# --- the fleet ----------------------------------------------------------------------
+
+
+def supervisor_heartbeat(ctx: Ctx, beat: SupervisorBeat) -> Plan[None]:
+    """Write (or refresh) a supervisor's row."""
+    params = {
+        "id": beat.id,
+        "host": beat.host,
+        "pid": beat.pid,
+        "version": beat.version,
+        "leader": beat.leader,
+        "workers": json.dumps([dict(w) for w in beat.workers]),
+        "now": ctx.now(),
+    }
+    sql = ctx.dialect.sql.SUPERVISOR_HEARTBEAT
+
+    def steps() -> Steps[None]:
+        yield Stmt(sql, params)
+
+    return Plan(steps(), transaction=False)
+
+
+def supervisors(ctx: Ctx, *, fresh: float = SUPERVISOR_FRESH) -> Plan[list[SupervisorRow]]:
+    """The supervisors heard from within `fresh` seconds, by host."""
+    fresh = validate.seconds("fresh", fresh, positive=True, high=validate.MAX_INTERVAL)
+    sql = ctx.dialect.sql.SUPERVISOR_LIST
+    params = {"fresh": fresh, "now": ctx.now()}
+
+    def steps() -> Steps[list[SupervisorRow]]:
+        rows = yield Stmt(sql, params, fetch="all")
+        return [
+            SupervisorRow(
+                id=r[0],
+                host=r[1],
+                pid=int(r[2]),
+                version=r[3],
+                started_at=_time(r[4]),
+                heartbeat_at=_time(r[5]),
+                leader=bool(r[6]),
+                workers=tuple(json.loads(r[7])),
+                now=_time(r[8]),
+            )
+            for r in sorted(rows, key=lambda r: (r[1], _time(r[4]), r[0]))
+        ]
+
+    return Plan(steps(), write=False, transaction=False)
+
+
+def running_by_worker(ctx: Ctx) -> Plan[dict[str, int]]:
+    """How many jobs each worker is running, by worker id."""
+    sql = ctx.dialect.sql.JOB_RUNNING_BY_WORKER
+
+    def steps() -> Steps[dict[str, int]]:
+        return {r[0]: int(r[1]) for r in (yield Stmt(sql, {}, fetch="all"))}
+
+    return Plan(steps(), write=False, transaction=False)
+
+
+def supervisor_forget(ctx: Ctx, supervisor_id: str) -> Plan[None]:
+    """Delete a supervisor's row (at its clean stop)."""
+    sql = ctx.dialect.sql.SUPERVISOR_DELETE
+
+    def steps() -> Steps[None]:
+        yield Stmt(sql, {"id": supervisor_id})
+
+    return Plan(steps(), transaction=False)
+
+
+def supervisor_prune(ctx: Ctx, older_than: float) -> Plan[int]:
+    """Delete the rows of supervisors silent for more than `older_than`
+    seconds; how many."""
+    age = validate.seconds("older_than", older_than, positive=True, high=validate.MAX_INTERVAL)
+    sql = ctx.dialect.sql.SUPERVISOR_PRUNE
+
+    def steps() -> Steps[int]:
+        return int((yield Stmt(sql, {"age": age, "now": ctx.now()})))
+
+    return Plan(steps(), transaction=False)

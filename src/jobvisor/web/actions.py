@@ -1,0 +1,214 @@
+"""What the dashboard can do to jobs, queues and schedules: one vocabulary
+for the pages' forms and the JSON API.
+
+An action is a name and its fields (`ids`, `job_type`, `queue`, `schedule`).
+`Action.parse` checks them (raising `InvalidArgument` naming the value, so
+nothing is done on bad input), `describe` says what it would do (the
+confirmation step), and `perform` does it and says what was done."""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import uuid
+from collections.abc import Mapping, Sequence
+from typing import Any, Final
+
+from ..queue import validate
+from ..queue.api import AsyncQueue
+from ..queue.errors import InvalidArgument, JobNotFound
+from ..queue.model import JobStatus
+
+MAX_SELECTED: Final = 500  # ids one action may name
+CANCEL_REASON: Final = "from the dashboard"
+
+
+class Verb(enum.StrEnum):
+    REQUEUE = "requeue"  # dead jobs back to pending
+    DISCARD = "discard"  # dead jobs deleted
+    CANCEL = "cancel"  # pending, retryable or running jobs
+    PAUSE = "pause"
+    RESUME = "resume"
+    RUN_SCHEDULE = "run-schedule"
+
+
+_NEEDS: Final = {
+    Verb.REQUEUE: "ids or job_type",
+    Verb.DISCARD: "ids or job_type",
+    Verb.CANCEL: "ids",
+    Verb.PAUSE: "queue",
+    Verb.RESUME: "queue",
+    Verb.RUN_SCHEDULE: "schedule",
+}
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Done:
+    """What an action did: a sentence for the page, and the jobs it changed."""
+
+    message: str
+    count: int
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Action:
+    verb: Verb
+    ids: tuple[uuid.UUID, ...] = ()
+    job_type: str | None = None
+    queue: str | None = None
+    schedule: str | None = None
+
+    @classmethod
+    def parse(cls, verb: str, fields: Mapping[str, Any]) -> Action:
+        """An action from its name and fields (a form's or a JSON body's):
+        `ids` a list of job ids, the others one name each."""
+        try:
+            what = Verb(verb)
+        except ValueError:
+            expected = ", ".join(v.value for v in Verb)
+            raise InvalidArgument(f"action={verb!r}: expected one of {expected}") from None
+        action = cls(
+            what,
+            ids=_ids(fields.get("ids") or ()),
+            job_type=_name("job_type", fields.get("job_type")),
+            queue=_name("queue", fields.get("queue")),
+            schedule=_name("schedule", fields.get("schedule")),
+        )
+        action._check()
+        return action
+
+    def _check(self) -> None:
+        given = {
+            "ids": bool(self.ids),
+            "job_type": self.job_type is not None,
+            "queue": self.queue is not None,
+            "schedule": self.schedule is not None,
+        }
+        wanted = _NEEDS[self.verb].split(" or ")
+        if sum(given[w] for w in wanted) != 1 or sum(given.values()) != 1:
+            named = ", ".join(k for k, v in given.items() if v) or "nothing"
+            raise InvalidArgument(
+                f"{self.verb.value}: expected {_NEEDS[self.verb]} (one of them), got {named}"
+            )
+
+    def describe(self) -> str:
+        """What it would do, for the confirmation step."""
+        target = self._target()
+        return {
+            Verb.REQUEUE: f"Requeue {target}: back to pending, attempts reset.",
+            Verb.DISCARD: f"Discard {target}: deleted for good.",
+            Verb.CANCEL: f"Cancel {target}: waiting ones never run, running ones are stopped.",
+            Verb.PAUSE: f"Pause queue {self.queue!r}: no job of it is claimed until resumed.",
+            Verb.RESUME: f"Resume queue {self.queue!r}: its jobs are claimed again.",
+            Verb.RUN_SCHEDULE: f"Run schedule {self.schedule!r} now: enqueue one job of it.",
+        }[self.verb]
+
+    def _target(self) -> str:
+        if self.ids:
+            kind = "dead " if self.verb in (Verb.REQUEUE, Verb.DISCARD) else ""
+            return f"{_jobs(len(self.ids), kind)} ({', '.join(str(i) for i in self.ids[:3])}" + (
+                ", …)" if len(self.ids) > 3 else ")"
+            )
+        return f"every dead job of type {self.job_type!r}"
+
+    def fields(self) -> dict[str, Any]:
+        """The fields again, as the confirmation form carries them."""
+        found: dict[str, Any] = {"ids": [str(i) for i in self.ids]}
+        for name in ("job_type", "queue", "schedule"):
+            if getattr(self, name) is not None:
+                found[name] = getattr(self, name)
+        return found
+
+    async def perform(self, queue: AsyncQueue) -> Done:
+        """Do it; a `JobvisorError` when the database refuses (nothing done)."""
+        if self.verb is Verb.PAUSE:
+            assert self.queue is not None
+            await queue.pause(self.queue)
+            return Done(f"Paused queue {self.queue!r}.", 0)
+        if self.verb is Verb.RESUME:
+            assert self.queue is not None
+            await queue.resume(self.queue)
+            return Done(f"Resumed queue {self.queue!r}.", 0)
+        if self.verb is Verb.RUN_SCHEDULE:
+            assert self.schedule is not None
+            job_id = await queue.schedule_run(self.schedule)
+            return Done(f"Enqueued job {job_id} of schedule {self.schedule!r}.", 1)
+        if self.verb is Verb.CANCEL:
+            return await _cancel(queue, self.ids)
+        if self.job_type is not None:
+            return await _of_type(queue, self.verb, self.job_type)
+        return await _each_dead(queue, self.verb, self.ids)
+
+
+def _jobs(n: int, kind: str = "") -> str:
+    return f"{n} {kind}job" + ("" if n == 1 else "s")
+
+
+def _name(label: str, value: Any) -> str | None:
+    return None if value is None or value == "" else validate.name(label, value)
+
+
+def _ids(values: Any) -> tuple[uuid.UUID, ...]:
+    if isinstance(values, str):
+        values = [values]
+    if not isinstance(values, Sequence):
+        raise InvalidArgument(f"ids={validate.short(values)}: expected a list of job ids")
+    if len(values) > MAX_SELECTED:
+        raise InvalidArgument(f"ids: {len(values)} given, expected at most {MAX_SELECTED}")
+    found: list[uuid.UUID] = []
+    for value in values:
+        try:
+            found.append(uuid.UUID(str(value)))
+        except ValueError:
+            raise InvalidArgument(f"ids: {validate.short(value)} is not a job id") from None
+    return tuple(dict.fromkeys(found))
+
+
+def _skipped(n: int, why: str) -> str:
+    return f" {_jobs(n)} skipped ({why})." if n else ""
+
+
+async def _each_dead(queue: AsyncQueue, verb: Verb, ids: Sequence[uuid.UUID]) -> Done:
+    done = 0
+    refused: list[str] = []
+    for job_id in ids:
+        try:
+            if verb is Verb.REQUEUE:
+                await queue.dead.requeue(job_id)
+            else:
+                await queue.dead.discard(job_id)
+            done += 1
+        except (JobNotFound, InvalidArgument) as exc:
+            refused.append(str(exc))
+    past = "Requeued" if verb is Verb.REQUEUE else "Discarded"
+    why = "; ".join(refused[:3]) + ("; …" if len(refused) > 3 else "")
+    return Done(f"{past} {_jobs(done, 'dead ')}." + _skipped(len(refused), why), done)
+
+
+async def _of_type(queue: AsyncQueue, verb: Verb, job_type: str) -> Done:
+    if verb is Verb.REQUEUE:
+        result = await queue.dead.requeue_type(job_type)
+        held = _skipped(len(result.held), "a live job holds their dedupe key")
+        message = f"Requeued {_jobs(result.requeued, 'dead ')} of type {job_type!r}." + held
+        return Done(message, result.requeued)
+    count = await queue.dead.discard_type(job_type)
+    return Done(f"Discarded {_jobs(count, 'dead ')} of type {job_type!r}.", count)
+
+
+async def _cancel(queue: AsyncQueue, ids: Sequence[uuid.UUID]) -> Done:
+    cancelled = asked = 0
+    refused: list[str] = []
+    for job_id in ids:
+        try:
+            status = await queue.cancel(job_id, reason=CANCEL_REASON)
+        except JobNotFound as exc:
+            refused.append(str(exc))
+            continue
+        if status is JobStatus.RUNNING:
+            asked += 1
+        else:
+            cancelled += 1
+    message = f"Cancelled {_jobs(cancelled)}."
+    if asked:
+        message += f" Asked the workers of {_jobs(asked, 'running ')} to stop them."
+    return Done(message + _skipped(len(refused), "; ".join(refused[:3])), cancelled + asked)

@@ -1,0 +1,277 @@
+"""Fleet-wide limits: concurrency per job type, per queue and per
+concurrency key, and rates, enforced inside the claim on both engines. Jobs
+over a limit stay pending in their order; a slot frees with the statement
+that takes its job out of `running`."""
+
+from __future__ import annotations
+
+import collections
+import time
+from typing import Any
+
+import pytest
+
+import jobvisor
+from jobvisor import JobStatus, Queue
+from jobvisor.queue.errors import InvalidArgument
+from jobvisor.queue.model import Limit, LimitScope, LimitSource
+from tests.conftest import run_async
+from tests.invariants import assert_invariants, query_all
+from tests.queue.conftest import MakeQueue
+from tests.queue.helpers import Clock, run_in_processes
+
+
+def _types(jobs: list[Any]) -> dict[str, int]:
+    return dict(collections.Counter(j.job_type for j in jobs))
+
+
+def _running(url: str) -> dict[str, int]:
+    (rows,) = query_all(
+        url, ["SELECT job_type, COUNT(*) FROM jobvisor_jobs WHERE status = 'running' GROUP BY 1"]
+    )
+    return {str(t): int(n) for t, n in rows}
+
+
+def test_a_type_limit_caps_its_running_jobs_and_keeps_their_order(queue: Queue, url: str) -> None:
+    ids = [queue.enqueue("report", {"n": n}, priority=10 - n) for n in range(8)]
+    free = [queue.enqueue("mail") for _ in range(4)]
+    queue.set_limit(job_type="report", concurrency=3)
+    jobs = queue.claim("w", limit=50)
+    assert _types(jobs) == {"report": 3, "mail": 4}
+    assert [j.id for j in jobs if j.job_type == "report"] == ids[:3]
+    assert {j.id for j in jobs if j.job_type == "mail"} == set(free)
+    assert queue.claim("w", limit=50) == []
+    queue.complete(jobs[0])
+    (next_job,) = queue.claim("w", limit=50)
+    assert next_job.id == ids[3]  # the next in order, and only one
+    assert _running(url) == {"report": 3, "mail": 4}
+    assert_invariants(url)
+
+
+def test_a_queue_limit_counts_every_type_in_it(queue: Queue) -> None:
+    for job_type in ("a", "b", "c"):
+        queue.enqueue_many([{"job_type": job_type, "queue": "slow"}] * 2)
+    queue.enqueue_many([{"job_type": "a"}] * 2)
+    queue.set_limit(queue="slow", concurrency=2)
+    jobs = queue.claim("w", limit=50)
+    assert collections.Counter(j.queue for j in jobs) == {"slow": 2, "default": 2}
+
+
+def test_key_concurrency_caps_each_key_and_leaves_unkeyed_jobs_alone(
+    queue: Queue, url: str
+) -> None:
+    queue.set_limit(job_type="sync", key_concurrency=2)
+    for tenant in ("t1", "t2", "t3"):
+        for _ in range(4):
+            queue.enqueue("sync", concurrency_key=tenant)
+    queue.enqueue_many([{"job_type": "sync"}] * 3)  # no key: only a type limit would count it
+    jobs = queue.claim("w", limit=100)
+    (rows,) = query_all(
+        url,
+        ["SELECT concurrency_key, COUNT(*) FROM jobvisor_jobs WHERE status = 'running' GROUP BY 1"],
+    )
+    assert {key: int(n) for key, n in rows} == {"t1": 2, "t2": 2, "t3": 2, None: 3}
+    assert len(jobs) == 9
+    assert queue.claim("w", limit=100) == []
+
+
+def test_a_key_and_a_type_limit_together(queue: Queue) -> None:
+    queue.set_limit(job_type="sync", concurrency=3, key_concurrency=1)
+    for tenant in ("t1", "t2", "t3", "t4", "t5"):
+        queue.enqueue_many([{"job_type": "sync", "concurrency_key": tenant}] * 2)
+    assert len(queue.claim("w", limit=100)) == 3
+    assert queue.claim("w", limit=100) == []
+
+
+@pytest.mark.parametrize("how", ["complete", "fail", "dead", "cancel", "release", "snooze"])
+def test_a_slot_frees_when_its_job_leaves_running(queue: Queue, how: str) -> None:
+    queue.enqueue_many([{"job_type": "t", "max_attempts": 1 if how == "dead" else 5}] * 3)
+    queue.set_limit(job_type="t", concurrency=1)
+    (job,) = queue.claim("w", limit=10)
+    assert queue.claim("w", limit=10) == []
+    if how == "complete":
+        queue.complete(job)
+    elif how in ("fail", "dead"):
+        queue.fail(job, "boom", retry_in=3600)
+    elif how == "cancel":
+        queue.cancel(job.id)  # a cancel request: the worker settles the job cancelled
+        queue.complete(job)
+        assert queue.get(job.id).status is JobStatus.CANCELLED
+    elif how == "release":
+        queue.release(job)
+    else:
+        queue.snooze(job, 3600)
+    (following,) = queue.claim("w", limit=10)
+    assert following.id != job.id or how == "release"
+
+
+def test_a_reaped_or_crashed_jobs_slot_frees(cqueue: Queue, clock: Clock) -> None:
+    cqueue.enqueue_many([{"job_type": "t"}] * 4)
+    cqueue.set_limit(job_type="t", concurrency=1)
+    (first,) = cqueue.claim("w1", limit=10, lease=5)
+    assert cqueue.claim("w2", limit=10) == []
+    clock.advance(6)
+    assert cqueue.reap_expired() == 1
+    (second,) = cqueue.claim("w2", limit=10, lease=60)
+    assert second.id != first.id
+    assert cqueue.requeue_crashed("w2", error="worker died") == 1
+    (third,) = cqueue.claim("w3", limit=10, lease=60)
+    assert third.id not in (first.id, second.id)
+
+
+def test_a_rate_is_a_token_bucket_refilled_by_the_database_clock(
+    cqueue: Queue, clock: Clock
+) -> None:
+    cqueue.enqueue_many([{"job_type": "call"}] * 40)
+    cqueue.set_limit(job_type="call", rate="5/s")
+    assert len(cqueue.claim("w", limit=100)) == 5  # a full bucket
+    assert cqueue.claim("w", limit=100) == []
+    clock.advance(0.5)
+    assert len(cqueue.claim("w", limit=100)) == 2  # 2.5 tokens: two whole ones
+    clock.advance(0.1)
+    assert len(cqueue.claim("w", limit=100)) == 1  # the half left, and half more
+    clock.advance(3600)
+    assert len(cqueue.claim("w", limit=100)) == 5  # never more than one bucket
+
+
+def test_a_rate_per_minute_and_a_concurrency_together(cqueue: Queue, clock: Clock) -> None:
+    cqueue.enqueue_many([{"job_type": "call"}] * 40)
+    cqueue.set_limit(job_type="call", rate="6/m", concurrency=4)
+    jobs = cqueue.claim("w", limit=100)
+    assert len(jobs) == 4
+    cqueue.complete_many(jobs)
+    assert len(cqueue.claim("w", limit=100)) == 2  # the bucket's rest
+    clock.advance(10)
+    assert len(cqueue.claim("w", limit=100)) == 1
+
+
+def test_set_limit_replaces_and_clear_limit_removes(queue: Queue) -> None:
+    queue.set_limit(job_type="t", concurrency=3, rate="10/h")
+    queue.set_limit(queue="q", concurrency=2)
+    queue.set_limit(job_type="t", key_concurrency=1)
+    assert queue.limits() == [
+        Limit(LimitScope.QUEUE, "q", concurrency=2),
+        Limit(LimitScope.TYPE, "t", key_concurrency=1),
+    ]
+    assert queue.clear_limit(job_type="t") is True
+    assert queue.clear_limit(job_type="t") is False
+    assert queue.limits() == [Limit(LimitScope.QUEUE, "q", concurrency=2)]
+    assert queue.limits()[0].describe() == "concurrency=2"
+
+
+def test_cleared_limits_let_the_waiting_jobs_run(queue: Queue) -> None:
+    queue.enqueue_many([{"job_type": "t"}] * 5)
+    queue.set_limit(job_type="t", concurrency=1)
+    assert len(queue.claim("w", limit=10)) == 1
+    queue.clear_limit(job_type="t")
+    assert len(queue.claim("w", limit=10)) == 4
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"job_type": "t", "concurrency": 0}, "concurrency=0"),
+        ({"job_type": "t", "concurrency": True}, "concurrency=True"),
+        ({"job_type": "t", "concurrency": 10**7}, "concurrency=10000000"),
+        ({"job_type": "t", "rate": "100"}, "rate='100'"),
+        ({"job_type": "t", "rate": "0/s"}, "rate='0/s'"),
+        ({"job_type": "t", "rate": "5/d"}, "rate='5/d'"),
+        ({"job_type": "t", "rate": "-5/s"}, "rate='-5/s'"),
+        ({"job_type": "t", "rate": 5}, "rate=5"),
+        ({"job_type": "t"}, "expected concurrency, key_concurrency or rate"),
+        ({"queue": "q", "key_concurrency": 2}, "key_concurrency=2 for queue 'q'"),
+        ({"concurrency": 2}, "expected exactly one of queue or job_type"),
+        ({"queue": "q", "job_type": "t", "concurrency": 2}, "exactly one of queue or job_type"),
+        ({"queue": "", "concurrency": 2}, "queue=''"),
+    ],
+)
+def test_a_bad_limit_is_refused_and_nothing_written(
+    queue: Queue, kwargs: dict[str, Any], message: str
+) -> None:
+    with pytest.raises(InvalidArgument, match=message.replace("(", r"\(")):
+        queue.set_limit(**kwargs)
+    assert queue.limits() == []
+
+
+def test_a_bad_concurrency_key_is_refused(queue: Queue, url: str) -> None:
+    with pytest.raises(InvalidArgument, match="concurrency_key="):
+        queue.enqueue("t", concurrency_key="")
+    with pytest.raises(InvalidArgument, match=r"jobs\[1\]: concurrency_key="):
+        queue.enqueue_many([{"job_type": "t"}, {"job_type": "t", "concurrency_key": 7}])
+    assert query_all(url, ["SELECT COUNT(*) FROM jobvisor_jobs"])[0][0][0] == 0
+
+
+def test_enqueue_many_carries_the_concurrency_key(queue: Queue, url: str) -> None:
+    queue.enqueue_many([{"job_type": "t", "concurrency_key": f"k{i}"} for i in range(3)])
+    queue.enqueue_many([{"job_type": "t", "concurrency_key": "k9", "dedupe_key": "d"}])
+    (rows,) = query_all(url, ["SELECT concurrency_key FROM jobvisor_jobs ORDER BY 1"])
+    assert [r[0] for r in rows] == ["k0", "k1", "k2", "k9"]
+
+
+def test_limits_sync_writes_the_code_and_keeps_the_operators(queue: Queue) -> None:
+    queue.set_limit(job_type="by_hand", concurrency=7)
+    queue.set_limit(job_type="other_app", concurrency=1)
+    declared = [
+        Limit(LimitScope.TYPE, "report", concurrency=3, source=LimitSource.CODE),
+        Limit(LimitScope.TYPE, "sync", key_concurrency=1, rate="20/s", source=LimitSource.CODE),
+    ]
+    handled = ["report", "sync", "by_hand", "plain"]
+    assert queue.limits_sync(declared, job_types=handled) == 2
+    assert queue.limits_sync(declared, job_types=handled) == 0  # nothing differs
+    names = {lim.name: lim for lim in queue.limits()}
+    assert set(names) == {"by_hand", "other_app", "report", "sync"}
+    assert names["sync"].rate == "20/s"
+    assert names["report"].source is LimitSource.CODE
+    # A declaration removed from the code is removed from the database.
+    assert queue.limits_sync(declared[:1], job_types=handled) == 1
+    assert {lim.name for lim in queue.limits()} == {"by_hand", "other_app", "report"}
+
+
+def test_the_async_face_limits_too(url: str) -> None:
+    async def body() -> None:
+        async with jobvisor.connect_async(url) as q:
+            await q.migrate()
+            await q.set_limit(job_type="t", concurrency=2)
+            await q.enqueue_many([{"job_type": "t"}] * 5)
+            assert len(await q.claim("w", limit=10)) == 2
+            assert [lim.name for lim in await q.limits()] == ["t"]
+            assert await q.clear_limit(job_type="t")
+            assert len(await q.claim("w", limit=10)) == 3
+
+    run_async(body)
+
+
+def test_a_limited_claim_takes_limited_jobs_behind_a_full_batch(queue: Queue) -> None:
+    queue.enqueue_many([{"job_type": "plain"}] * 30)
+    queue.enqueue_many([{"job_type": "limited"}] * 3)
+    queue.set_limit(job_type="limited", concurrency=2)
+    claimed: list[Any] = []
+    for _ in range(4):
+        claimed += queue.claim("w", limit=5)
+    assert _types(claimed)["limited"] == 2  # not starved by the batches of others
+
+
+def _claim_and_hold(url: str, worker: str, rounds: int) -> int:
+    """Claim one job at a time, hold it briefly, complete it; the most this
+    process saw running of the limited type at once (read after each claim)."""
+    most = 0
+    with jobvisor.connect(url) as q:
+        for _ in range(rounds):
+            jobs = q.claim(worker, limit=3)
+            if jobs:
+                (rows,) = query_all(
+                    url, ["SELECT COUNT(*) FROM jobvisor_jobs WHERE status = 'running'"]
+                )
+                most = max(most, int(rows[0][0]))
+                time.sleep(0.002)
+                q.complete_many(jobs)
+    return most
+
+
+def test_racing_claimers_in_processes_never_pass_the_limit(make_queue: MakeQueue, url: str) -> None:
+    q = make_queue()
+    q.enqueue_many([{"job_type": "t"}] * 150)
+    q.set_limit(job_type="t", concurrency=3)
+    seen = run_in_processes(_claim_and_hold, [(url, f"w{i}", 80) for i in range(4)])
+    assert max(seen) <= 3
+    assert_invariants(url)

@@ -1,0 +1,151 @@
+"""The dashboard in a real browser: Debian's chromium, headless, driven by
+Selenium through /usr/bin/chromedriver, on both engines. Each test takes a
+screenshot into its temporary directory (and into `JOBVISOR_SCREENSHOTS`
+when set: that is how docs/dashboard.png is made)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from jobvisor import JobStatus, Queue
+from jobvisor.queue.browse import SupervisorBeat
+from jobvisor.web import app
+from tests.invariants import assert_invariants
+
+from .conftest import TOKEN, serving
+from .test_pages import dead_job
+
+CHROMEDRIVER = "/usr/bin/chromedriver"
+CHROMIUM = "/usr/bin/chromium"
+
+webdriver = pytest.importorskip("selenium.webdriver", reason="selenium is not installed")
+from selenium.webdriver.common.by import By  # noqa: E402
+from selenium.webdriver.remote.webdriver import WebDriver  # noqa: E402
+from selenium.webdriver.support.ui import Select  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[WebDriver]:
+    missing = [p for p in (CHROMEDRIVER, CHROMIUM) if not shutil.which(p)]
+    if missing:
+        pytest.skip(
+            f"no {' or '.join(missing)}: apt-get install -y chromium chromium-driver"
+            " (.ci/run does it)"
+        )
+    options = webdriver.ChromeOptions()
+    options.binary_location = CHROMIUM
+    for arg in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu"):
+        options.add_argument(arg)
+    options.add_argument("--window-size=1400,1000")
+    driver = webdriver.Chrome(options=options, service=webdriver.ChromeService(CHROMEDRIVER))
+    driver.implicitly_wait(5)
+    try:
+        yield driver
+    finally:
+        driver.quit()
+
+
+@pytest.fixture
+def site(browser: WebDriver, queue: Queue, url: str) -> Iterator[str]:
+    """The dashboard (admin token set) served on the test's database; the
+    browser starts logged out."""
+    with serving(url, lambda q: app(q, admin_token=TOKEN)) as base:
+        browser.delete_all_cookies()
+        yield base
+
+
+def shot(browser: WebDriver, tmp_path: Path, name: str) -> None:
+    browser.save_screenshot(str(tmp_path / f"{name}.png"))
+    wanted = os.environ.get("JOBVISOR_SCREENSHOTS")
+    if wanted:
+        Path(wanted).mkdir(parents=True, exist_ok=True)
+        browser.save_screenshot(str(Path(wanted) / f"{name}.png"))
+
+
+def text(browser: WebDriver, css: str) -> str:
+    return str(browser.find_element(By.CSS_SELECTOR, css).text)
+
+
+def fill(queue: Queue) -> None:
+    """A fleet worth looking at: three queues, a paused one, dead and
+    finished jobs, a supervisor with two workers."""
+    queue.enqueue_many([{"job_type": "send_email", "queue": "mail"}] * 12)
+    queue.enqueue_many([{"job_type": "resize", "queue": "images", "payload": {"w": 640}}] * 5)
+    for job in queue.claim("w-7f3a", limit=4, queues=["images"]):
+        queue.complete(job, {"ok": True})
+    workers = [
+        {"id": "w-7f3a", "pid": 4101, "slot": 0, "restarts": 0},
+        {"id": "w-91c2", "pid": 4102, "slot": 1, "restarts": 1},
+    ]
+    queue.supervisor_heartbeat(SupervisorBeat("s-5e1d", "app-1", 4100, "0.1.0", True, workers))
+
+
+def test_overview_filter_open_refuse_then_requeue_with_the_token(
+    browser: WebDriver, site: str, queue: Queue, url: str, tmp_path: Path
+) -> None:
+    fill(queue)
+    job_id = dead_job(queue, "charge_card", {"order": 1234, "note": "<script>alert(1)</script>"})
+    browser.get(site + "/")
+    assert "mail" in text(browser, "#queues")
+    assert "app-1" in text(browser, "#fleet")
+    shot(browser, tmp_path, "dashboard")
+
+    browser.find_element(By.LINK_TEXT, "Jobs").click()
+    Select(browser.find_element(By.NAME, "status")).select_by_value("dead")
+    browser.find_element(By.ID, "apply").click()
+    rows = browser.find_elements(By.CSS_SELECTOR, "#jobs tbody tr")
+    assert [r.get_attribute("data-status") for r in rows] == ["dead"]
+    assert "<script>alert(1)</script>" in text(browser, "#jobs")  # shown as text
+    shot(browser, tmp_path, "jobs")
+
+    browser.find_element(By.LINK_TEXT, str(job_id)).click()
+    assert text(browser, "#job-status") == "dead"
+    assert "no such account" in text(browser, "#errors")
+    browser.find_element(By.CSS_SELECTOR, 'button[data-action="requeue"]').click()
+    assert "log in first" in text(browser, "#refused")
+    assert queue.get(job_id).status == JobStatus.DEAD
+    shot(browser, tmp_path, "refused")
+
+    browser.find_element(By.LINK_TEXT, "Log in").click()
+    browser.find_element(By.NAME, "token").send_keys(TOKEN)
+    browser.find_element(By.CSS_SELECTOR, "#login button").click()
+    assert "Logged in" in text(browser, "#flash")
+    browser.get(f"{site}/jobs/{job_id}")
+    browser.find_element(By.CSS_SELECTOR, 'button[data-action="requeue"]').click()
+    assert "Requeue 1 dead job" in text(browser, "#describe")
+    browser.find_element(By.ID, "yes").click()
+    assert text(browser, "#flash") == "Requeued 1 dead job."
+    assert text(browser, "#job-status") == "pending"
+    assert queue.get(job_id).status == JobStatus.PENDING
+    assert_invariants(url)
+
+
+def test_pause_and_resume_a_queue(
+    browser: WebDriver, site: str, queue: Queue, tmp_path: Path
+) -> None:
+    queue.enqueue("send_email", queue="mail")
+    browser.get(site + "/login")
+    browser.find_element(By.NAME, "token").send_keys(TOKEN)
+    browser.find_element(By.CSS_SELECTOR, "#login button").click()
+
+    def row() -> str:
+        return text(browser, '#queues tr[data-queue="mail"]')
+
+    def button(action: str) -> None:
+        css = f'tr[data-queue="mail"] button[data-action="{action}"]'
+        browser.find_element(By.CSS_SELECTOR, css).click()
+
+    button("pause")
+    browser.find_element(By.ID, "yes").click()
+    assert text(browser, "#flash") == "Paused queue 'mail'."
+    assert "paused" in row() and queue.paused() == ["mail"]
+    shot(browser, tmp_path, "paused")
+    button("resume")
+    browser.find_element(By.ID, "yes").click()
+    assert text(browser, "#flash") == "Resumed queue 'mail'."
+    assert queue.paused() == []
