@@ -18,17 +18,15 @@ import signal
 import subprocess
 import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import psycopg
 import pytest
 
-import jobvisor
-from jobvisor import AsyncQueue, Queue
-from tests.conftest import _free_port, _with_dbname, run_async
-from tests.queue.helpers import Clock
+from tests.conftest import _free_port, _with_dbname
+from tests.queue.conftest import clock, cqueue, make_queue
 
 START_TIMEOUT = 30.0
 
@@ -151,45 +149,9 @@ def url(bounced_url: str) -> str:
 
 
 @pytest.fixture
-def queue(url: str) -> Iterator[Queue]:
-    q = jobvisor.connect(url, pgbouncer=True)
-    try:
-        q.migrate()
-        yield q
-    finally:
-        q.close()
+def connect_options() -> dict[str, Any]:
+    return {"pgbouncer": True}
 
 
-@pytest.fixture
-def aqueue(url: str) -> Iterator[AsyncQueue]:
-    with jobvisor.connect(url, pgbouncer=True) as migrator:
-        migrator.migrate()
-    q = jobvisor.connect_async(url, pgbouncer=True)
-    yield q
-    with contextlib.suppress(Exception):
-        run_async(q.close)
-
-
-@pytest.fixture
-def make_queue(url: str) -> Iterator[Callable[..., Queue]]:
-    opened: list[Queue] = []
-
-    def make(**options: Any) -> Queue:
-        q = jobvisor.connect(url, pgbouncer=True, **options)
-        opened.append(q)
-        q.migrate()
-        return q
-
-    yield make
-    for q in opened:
-        q.close()
-
-
-@pytest.fixture
-def cqueue(make_queue: Callable[..., Queue], clock: Clock) -> Queue:
-    return make_queue(clock=clock)
-
-
-@pytest.fixture
-def clock() -> Clock:
-    return Clock()
+# The contract suite's own fixtures, with the options above.
+__all__ = ["clock", "cqueue", "make_queue"]

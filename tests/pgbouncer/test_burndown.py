@@ -55,6 +55,8 @@ def test_burn_down_through_pgbouncer(
         "JOBVISOR_WORKERS": "3",
         "JOBVISOR_CONCURRENCY": "4",
         "JOBVISOR_POOL_SIZE": "3",
+        # Polling, a running job hears of its cancel with its next renewal.
+        "JOBVISOR_LEASE": "6",
         "JOBVISOR_LISTEN_URL": listen_url or "",
     }
     with (

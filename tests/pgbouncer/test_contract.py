@@ -8,34 +8,18 @@ its own, or needs a particular engine, stays in its module."""
 
 from __future__ import annotations
 
+import importlib
 import inspect
 from collections.abc import Callable
 from types import ModuleType
 from typing import Any
 
-from tests.queue import (
-    test_admin,
-    test_async,
-    test_cancel,
-    test_claim,
-    test_enqueue,
-    test_outcomes,
-    test_pause,
-    test_results,
-    test_wait,
+# The contract modules whose tests run again here.
+CONTRACT = ("admin", "async", "cancel", "claim", "enqueue", "outcomes", "pause", "results", "wait")
+MODULES: tuple[ModuleType, ...] = tuple(
+    importlib.import_module(f"tests.queue.test_{name}") for name in CONTRACT
 )
 
-MODULES: tuple[ModuleType, ...] = (
-    test_admin,
-    test_async,
-    test_cancel,
-    test_claim,
-    test_enqueue,
-    test_outcomes,
-    test_pause,
-    test_results,
-    test_wait,
-)
 # What a test may ask for to run here: the overridden queues, their clock,
 # the URL (its reads go through PgBouncer too), and its own parameters.
 SHARED = frozenset({"queue", "aqueue", "cqueue", "make_queue", "clock", "url"})

@@ -31,8 +31,8 @@ from .errors import InvalidArgument
 from .model import UTC, JobStatus, LimitScope
 from .ops import Ctx, limit_from_row
 
-COUNT_CAP: Final = 10_000  # jobs counted exactly per status before sampling
-SAMPLE_ROWS: Final = 20_000  # about how many rows a sampled count reads
+COUNT_CAP: Final = 1_000  # jobs counted exactly per status before sampling
+SAMPLE_ROWS: Final = 10_000  # about how many rows a sampled count reads
 PAGE_DEFAULT: Final = 50
 PAGE_MAX: Final = 500
 THROUGHPUT_MINUTES: Final = 60

@@ -323,11 +323,11 @@ class Registry:
         timeout: float | None = None,
         hard_timeout: float | None = None,
         retry: RetryPolicy | None = None,
-        unique: Unique | None = None,
-        on_conflict: OnConflict | str | None = None,
         concurrency: int | None = None,
         key_concurrency: int | None = None,
         rate: str | None = None,
+        unique: Unique | None = None,
+        on_conflict: OnConflict | str | None = None,
     ) -> Callable[[Callable[P, R]], Task[P, R]]: ...
 
     def task(
@@ -340,11 +340,11 @@ class Registry:
         timeout: float | None = None,
         hard_timeout: float | None = None,
         retry: RetryPolicy | None = None,
-        unique: Unique | None = None,
-        on_conflict: OnConflict | str | None = None,
         concurrency: int | None = None,
         key_concurrency: int | None = None,
         rate: str | None = None,
+        unique: Unique | None = None,
+        on_conflict: OnConflict | str | None = None,
     ) -> Task[P, R] | Callable[[Callable[P, R]], Task[P, R]]:
         """Make the decorated function a task (`jobvisor.tasks`): a job type
         named `name` (default: the function's `__name__`) whose jobs call it
@@ -373,11 +373,11 @@ class Registry:
                 hard_timeout=hard_timeout,
                 max_attempts=max_attempts,
                 retry=retry,
-                unique=unique,
-                on_conflict=on_conflict,
                 concurrency=concurrency,
                 key_concurrency=key_concurrency,
                 rate=rate,
+                unique=unique,
+                on_conflict=on_conflict,
             )
             self._tasks[task_name] = task
             return task
