@@ -74,9 +74,16 @@ def shot(browser: WebDriver, tmp_path: Path, name: str) -> None:
 def go(browser: WebDriver, by: str, value: str) -> None:
     """Click what leads to another page, and wait until that page is there
     (a click returns before the page it asked for has loaded)."""
+    wait = WebDriverWait(browser, 15)
+    wait.until(loaded)
     old = browser.find_element(By.TAG_NAME, "html")
     browser.find_element(by, value).click()
-    WebDriverWait(browser, 15).until(staleness_of(old))
+    wait.until(staleness_of(old))
+    wait.until(loaded)
+
+
+def loaded(browser: WebDriver) -> bool:
+    return bool(browser.execute_script("return document.readyState") == "complete")
 
 
 def text(browser: WebDriver, css: str) -> str:

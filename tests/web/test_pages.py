@@ -292,7 +292,7 @@ def test_a_redirect_never_leaves_the_app(dashboard: Browser) -> None:
     csrf = dashboard.csrf("/login")
     for target in ("//evil.example/", "https://evil.example/", "/\\evil"):
         status, page = dashboard.post("/login", csrf=csrf, token=TOKEN, next=target)
-        assert status == 200 and "<h1>Queues</h1>" in page
+        assert status == 200 and "<h1>Queues" in page
         csrf = dashboard.csrf("/login")
 
 
