@@ -3,6 +3,7 @@
     .venv/bin/python bench/burndown.py [--engine postgres|sqlite|both] [--jobs 50000]
         [--workers 2] [--concurrency 200] [--via workers|run] [--runs 1]
         [--pg-url postgresql://postgres@127.0.0.1:5432/postgres]
+        [--bouncer-url postgresql://postgres@127.0.0.1:6432/postgres [--poll]]
 
 The workers start on an empty queue and run one warm-up job each way (so
 they are connected and idle); then `enqueue_many` writes `--jobs` jobs of the
@@ -16,6 +17,11 @@ divided by that time. Resident memory of each process is read at the end.
 PostgreSQL runs in a database named `jobvisor_bench_burndown`, dropped and
 created per run (`--pg-url` names the server's maintenance database); SQLite in
 a temporary file per run.
+
+`--bouncer-url` names a PgBouncer in `pool_mode=transaction` in front of that
+server: the workers and the enqueue then go through it with
+`JOBVISOR_PGBOUNCER=1`, the workers LISTENing on the server directly
+(`JOBVISOR_LISTEN_URL`), or polling with `--poll`.
 """
 
 from __future__ import annotations
@@ -92,10 +98,13 @@ UNFINISHED_SQL = (
 )
 
 
-def wait_completed(queue: jobvisor.Queue, count: int, deadline: float) -> None:
-    """Wait until no job is pending, retryable or running (one connection,
-    polled every 20 ms), then check that `count` jobs are completed."""
-    url = queue.url
+def wait_completed(
+    queue: jobvisor.Queue, count: int, deadline: float, url: str | None = None
+) -> None:
+    """Wait until no job is pending, retryable or running (one connection to
+    `url`, the queue's by default, polled every 20 ms), then check that
+    `count` jobs are completed."""
+    url = url or queue.url
     probe: Any = (
         sqlite3.connect(url.removeprefix("sqlite:///"), timeout=30)
         if url.startswith("sqlite")
@@ -113,14 +122,23 @@ def wait_completed(queue: jobvisor.Queue, count: int, deadline: float) -> None:
         raise SystemExit(f"only {done} of {count} jobs completed")
 
 
+def _bounced(url: str, args: argparse.Namespace) -> tuple[str, dict[str, str]]:
+    """The URL the workers use, and their PgBouncer settings (none without one)."""
+    if not args.bouncer_url or not url.startswith("postgres"):
+        return url, {}
+    bounced = _with_dbname(args.bouncer_url, BENCH_DB)
+    return bounced, {"JOBVISOR_PGBOUNCER": "1", "JOBVISOR_LISTEN_URL": "" if args.poll else url}
+
+
 def one_run(engine: str, args: argparse.Namespace) -> tuple[float, dict[str, int]]:
-    with fresh_database(engine, args.pg_url) as url:
-        queue = jobvisor.connect(url)
+    with fresh_database(engine, args.pg_url) as direct:
+        url, bouncer = _bounced(direct, args)
+        queue = jobvisor.connect(url, pgbouncer=bool(bouncer))
         queue.migrate()
         env = dict(os.environ, JOBVISOR_DATABASE_URL=url, JOBVISOR_APP="jobvisor.example:registry",
                    JOBVISOR_CONCURRENCY=str(args.concurrency), JOBVISOR_WORKERS=str(args.workers),
                    JOBVISOR_LOG_LEVEL="warning", JOBVISOR_LOG_FORMAT="json",
-                   JOBVISOR_HTTP_ADDR="", JOBVISOR_SHUTDOWN_TIMEOUT="10")  # fmt: skip
+                   JOBVISOR_HTTP_ADDR="", JOBVISOR_SHUTDOWN_TIMEOUT="10", **bouncer)  # fmt: skip
         if args.via == "run":
             cmd = [str(Path(sys.executable).with_name("jobvisor")), "run"]
             procs = [subprocess.Popen(cmd, env=env)]
@@ -130,7 +148,7 @@ def one_run(engine: str, args: argparse.Namespace) -> tuple[float, dict[str, int
         try:
             # Warm up: every worker connected and idle.
             queue.enqueue_many([{"job_type": "noop"} for _ in range(args.workers * 4)])
-            wait_completed(queue, args.workers * 4, time.monotonic() + 60)
+            wait_completed(queue, args.workers * 4, time.monotonic() + 60, direct)
             warm = args.workers * 4
             jobs = [{"job_type": "noop"} for _ in range(args.jobs)]
             started = time.perf_counter()
@@ -139,7 +157,7 @@ def one_run(engine: str, args: argparse.Namespace) -> tuple[float, dict[str, int
             if args.analyze and engine == "postgres":
                 with psycopg.connect(url, autocommit=True) as conn:
                     conn.execute("ANALYZE jobvisor_jobs")
-            wait_completed(queue, warm + args.jobs, time.monotonic() + DEADLINE)
+            wait_completed(queue, warm + args.jobs, time.monotonic() + DEADLINE, direct)
             elapsed = time.perf_counter() - enqueued
             memory = {}
             for proc in procs:
@@ -173,6 +191,8 @@ def main() -> None:
         help="ANALYZE the jobs table right after the enqueue (inside the timing)",
     )
     parser.add_argument("--pg-url", default=DEFAULT_PG_URL)
+    parser.add_argument("--bouncer-url", help="a PgBouncer (transaction pooling) to go through")
+    parser.add_argument("--poll", action="store_true", help="with --bouncer-url: no LISTEN")
     args = parser.parse_args()
     engines = ["postgres", "sqlite"] if args.engine == "both" else [args.engine]
     for engine in engines:

@@ -26,7 +26,7 @@ import tempfile
 import uuid
 from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import psycopg
 import pytest
@@ -243,9 +243,17 @@ def url(request: pytest.FixtureRequest) -> str:
 
 
 @pytest.fixture
-def queue(url: str) -> Iterator[Queue]:
+def connect_options() -> dict[str, Any]:
+    """What the queue fixtures pass to `connect` besides the URL (a folder's
+    conftest overrides it: tests/pgbouncer runs the contract suite with
+    `pgbouncer=True`)."""
+    return {}
+
+
+@pytest.fixture
+def queue(url: str, connect_options: dict[str, Any]) -> Iterator[Queue]:
     """A migrated `Queue` on each engine, closed after the test."""
-    q = jobvisor.connect(url)
+    q = jobvisor.connect(url, **connect_options)
     try:
         q.migrate()
         yield q
@@ -254,15 +262,15 @@ def queue(url: str) -> Iterator[Queue]:
 
 
 @pytest.fixture
-def aqueue(url: str) -> Iterator[AsyncQueue]:
+def aqueue(url: str, connect_options: dict[str, Any]) -> Iterator[AsyncQueue]:
     """A migrated `AsyncQueue` on each engine.
 
     Its pool belongs to no event loop until first use: drive it with
     `run_with(aqueue, body)`, which runs `body(aqueue)` and closes the queue in
     the same loop. Teardown closes it again, which is then a no-op."""
-    with jobvisor.connect(url) as migrator:
+    with jobvisor.connect(url, **connect_options) as migrator:
         migrator.migrate()
-    q = jobvisor.connect_async(url)
+    q = jobvisor.connect_async(url, **connect_options)
     yield q
     with contextlib.suppress(Exception):
         run_async(q.close)

@@ -61,3 +61,55 @@ def test_a_flag_out_of_bounds_is_named_as_the_flag() -> None:
 def test_the_lease_default_is_the_queues() -> None:
     assert Config.load(env={}).lease == validate.DEFAULT_LEASE
     assert Config.load(env={}).max_payload_bytes == validate.DEFAULT_MAX_PAYLOAD_BYTES
+
+
+PG = "postgresql://jobvisor@db.internal/jobs"
+
+
+@pytest.mark.parametrize(
+    ("env", "expected"),
+    [
+        ({"JOBVISOR_PGBOUNCER": "maybe"}, "JOBVISOR_PGBOUNCER='maybe': expected 1 or 0"),
+        ({"JOBVISOR_PGBOUNCER": "2"}, "JOBVISOR_PGBOUNCER='2': expected 1 or 0"),
+        ({"JOBVISOR_LISTEN_URL": "sqlite:///x.db"}, "JOBVISOR_LISTEN_URL='sqlite:///x.db'"),
+        ({"JOBVISOR_LISTEN_URL": "listen.internal"}, "expected postgresql://… or empty"),
+        # Both concern PostgreSQL only: refused with a SQLite database.
+        (
+            {"JOBVISOR_PGBOUNCER": "1"},
+            "JOBVISOR_PGBOUNCER='1': expected unset with a SQLite database URL",
+        ),
+        (
+            {"JOBVISOR_LISTEN_URL": PG},
+            f"JOBVISOR_LISTEN_URL={PG!r}: expected unset with a SQLite database URL",
+        ),
+    ],
+)
+def test_pgbouncer_settings_refuse_bad_values(env: dict[str, str], expected: str) -> None:
+    with pytest.raises(ConfigError) as info:
+        Config.load(env=env)
+    assert expected in str(info.value)
+
+
+def test_pgbouncer_settings_reach_connect_and_the_workers() -> None:
+    config = Config.load(
+        env={
+            "JOBVISOR_DATABASE_URL": "postgresql://jobvisor@bouncer.internal:6432/jobs",
+            "JOBVISOR_PGBOUNCER": "yes",
+            "JOBVISOR_LISTEN_URL": PG,
+        }
+    )
+    assert config.connection() == {"pgbouncer": True, "listen_url": PG}
+    env = config.to_env()
+    assert (env["JOBVISOR_PGBOUNCER"], env["JOBVISOR_LISTEN_URL"]) == ("1", PG)
+    assert Config.load(env=env) == config  # what a worker reads back
+    assert Config.load(env={}).connection() == {"pgbouncer": False, "listen_url": None}
+
+
+def test_the_listen_urls_password_is_masked() -> None:
+    url = "postgresql://jobvisor:s3cr3t-pw@db.internal/jobs"
+    with pytest.raises(ConfigError) as info:
+        Config.load(env={"JOBVISOR_LISTEN_URL": url})
+    assert "s3cr3t-pw" not in str(info.value)
+    config = Config.load(env={"JOBVISOR_DATABASE_URL": PG, "JOBVISOR_LISTEN_URL": url})
+    shown = {variable: value for variable, value, _ in config.describe()}
+    assert shown["JOBVISOR_LISTEN_URL"] == "postgresql://jobvisor:***@db.internal/jobs"

@@ -53,14 +53,18 @@ def lifespan(
 ) -> Lifespan:
     """A lifespan (`FastAPI(lifespan=...)`, `Starlette(lifespan=...)`) that
     opens an `AsyncQueue` on `url` (default: the `JOBVISOR_DATABASE_URL`
-    setting) with `connect_options` (those of `connect_async`), binds it on
+    setting, with `JOBVISOR_PGBOUNCER` and `JOBVISOR_LISTEN_URL`) with
+    `connect_options` (those of `connect_async`), binds it on
     `registry` while the app runs, and closes it at shutdown. A bad URL or
     option raises `InvalidArgument` at start-up, a bad setting `ConfigError`."""
 
     @contextlib.asynccontextmanager
     async def run(app: Any) -> AsyncIterator[dict[str, Any]]:
-        target = url if url is not None else Config.load().database_url
-        aq = connect_async(target, **connect_options)
+        target, options = url, connect_options
+        if target is None:  # the settings', PgBouncer's included
+            config = Config.load()
+            target, options = config.database_url, {**config.connection(), **connect_options}
+        aq = connect_async(target, **options)
         try:
             if migrate:
                 await aq.migrate()

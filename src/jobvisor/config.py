@@ -22,12 +22,17 @@ EX_CONFIG = ExitCode.CONFIG
 ENV_PREFIX = "JOBVISOR_"
 
 
+# The settings that may hold a password: shown with it masked.
+SECRET_FIELDS = frozenset({"database_url", "listen_url"})
+
+
 class ConfigError(JobvisorError):
     """One invalid setting: names the variable, the value and what is expected."""
 
     def __init__(self, variable: str, value: str, expected: str) -> None:
         self.variable, self.value, self.expected = variable, value, expected
-        secret = variable.upper().replace("-", "_").endswith("DATABASE_URL")  # env or --flag
+        name = variable.upper().replace("-", "_")  # env or --flag
+        secret = any(name.endswith(field.upper()) for field in SECRET_FIELDS)
         shown = redact_url(value) if secret else value
         super().__init__(f"{variable}={shown!r}: expected {expected}")
 
@@ -79,7 +84,33 @@ def _url(text: str) -> str:
     return text
 
 
+def _listen_url(text: str) -> str:
+    if text == "":
+        return ""
+    try:
+        engine, _ = parse_url(text)
+    except InvalidArgument:
+        raise ValueError from None
+    if engine != "postgres":
+        raise ValueError
+    return text
+
+
+def _flag(text: str) -> bool:
+    value = text.strip().lower()
+    if value in ("1", "true", "yes", "on"):
+        return True
+    if value in ("0", "false", "no", "off", ""):
+        return False
+    raise ValueError
+
+
+# Short names of the registries jobvisor ships for application frameworks.
+APP_ALIASES = {"django": "jobvisor.contrib.django.worker:registry"}
+
+
 def _app(text: str) -> str:
+    text = APP_ALIASES.get(text.strip(), text)
     try:
         validate.module_attr(text)
     except InvalidArgument:
@@ -141,11 +172,27 @@ SETTINGS: tuple[Setting, ...] = (
         "the database; SQLite file by default",
     ),
     Setting(
+        "pgbouncer",
+        "0",
+        _flag,
+        "1 or 0 (also true/false, yes/no, on/off)",
+        "the database URL leads through PgBouncer in transaction pooling: no session"
+        " settings, no prepared statements, LISTEN only over listen_url",
+    ),
+    Setting(
+        "listen_url",
+        "",
+        _listen_url,
+        "postgresql://… or empty",
+        "a direct connection to the server for LISTEN (empty: the database URL, or"
+        " polling when pgbouncer is on)",
+    ),
+    Setting(
         "app",
         "jobvisor.example:registry",
         _app,
-        "module:attribute naming a jobvisor Registry",
-        "the handlers to run",
+        "module:attribute naming a jobvisor Registry, or django",
+        "the handlers to run (django: the tasks of the project DJANGO_SETTINGS_MODULE names)",
     ),
     _bounded("workers", "2", _Count(validate.MAX_WORKERS), "worker processes"),
     _bounded(
@@ -355,9 +402,23 @@ def _read_url_file(path: str) -> str:
         ) from None
 
 
+def _check_postgres_only(values: Mapping[str, Any], sources: Mapping[str, str]) -> None:
+    """`pgbouncer` and `listen_url` make sense with a PostgreSQL database only."""
+    if parse_url(values["database_url"])[0] == "postgres":
+        return
+    for field in ("pgbouncer", "listen_url"):
+        if values[field]:
+            s = SETTINGS_BY_FIELD[field]
+            name = s.flag if sources[field] == "flag" else s.env
+            shown = "1" if values[field] is True else str(values[field])
+            raise ConfigError(name, shown, "unset with a SQLite database URL")
+
+
 @dataclasses.dataclass(frozen=True, slots=True)
 class Config:
     database_url: str
+    pgbouncer: bool
+    listen_url: str
     app: str
     workers: int
     concurrency: int
@@ -415,6 +476,7 @@ class Config:
                     raise ConfigError(name, path, "a file holding " + s.expected) from None
                 raise ConfigError(name, raw, s.expected) from None
             sources[s.field] = source
+        _check_postgres_only(values, sources)
         admin_token(env)  # checked at start-up like every setting, kept out of Config
         return cls(**values, sources=sources)
 
@@ -423,15 +485,25 @@ class Config:
         out = {}
         for s in SETTINGS:
             value = getattr(self, s.field)
-            out[s.env] = ",".join(value) if isinstance(value, tuple) else str(value)
+            if isinstance(value, tuple):
+                out[s.env] = ",".join(value)
+            elif isinstance(value, bool):
+                out[s.env] = "1" if value else "0"
+            else:
+                out[s.env] = str(value)
         return out
+
+    def connection(self) -> dict[str, Any]:
+        """How this service reaches its database, as `connect`'s keyword
+        arguments (`pgbouncer`, `listen_url`)."""
+        return {"pgbouncer": self.pgbouncer, "listen_url": self.listen_url or None}
 
     def describe(self) -> list[tuple[str, str, str]]:
         """(variable, value, source) for every setting, the password masked."""
         rows = []
         for s in SETTINGS:
             value = self.to_env()[s.env]
-            if s.field == "database_url":
+            if s.field in SECRET_FIELDS:
                 value = redact_url(value)
             rows.append((s.env, value, self.sources.get(s.field, "default")))
         return rows

@@ -69,7 +69,7 @@ def seed(queue: Queue, *, emails: int = 20, images: int = 5, reports: int = 3) -
 def main() -> int:
     """Seed the demo batch into the configured database (migrating it first)."""
     config = load_or_exit("jobvisor.example")
-    with connect(config.database_url) as queue:
+    with connect(config.database_url, **config.connection()) as queue:
         queue.migrate()
         ids = seed(queue)
     print(f"jobvisor.example: enqueued {len(ids)} demo jobs", file=sys.stderr)

@@ -20,12 +20,12 @@ def clock() -> Clock:
 
 
 @pytest.fixture
-def make_queue(url: str) -> Iterator[MakeQueue]:
-    """`make_queue(**connect_options)`: a migrated queue on `url`, closed after the test."""
+def make_queue(url: str, connect_options: dict[str, Any]) -> Iterator[MakeQueue]:
+    """`make_queue(**options)`: a migrated queue on `url`, closed after the test."""
     opened: list[Queue] = []
 
     def make(**options: Any) -> Queue:
-        q = jobvisor.connect(url, **options)
+        q = jobvisor.connect(url, **connect_options, **options)
         opened.append(q)
         q.migrate()
         return q

@@ -5,7 +5,9 @@ statement walks an index."""
 
 from __future__ import annotations
 
+import datetime as dt
 import sqlite3
+import time
 import uuid
 from typing import Any, LiteralString
 
@@ -248,7 +250,8 @@ def test_every_read_walks_an_index(queue: Queue, url: str) -> None:
         "run_at": None,
         "after": some_id,
         "cap": 10_001,
-        "now": None,
+        # The time, as the runner passes it (no statement reads the clock).
+        "now": dt.datetime.now(dt.UTC) if pg else time.time(),
         "first": 29_000_000,
         "last": 29_000_059,
         "queues": ["q1", "q2"] if pg else '["q1", "q2"]',

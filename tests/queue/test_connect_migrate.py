@@ -32,6 +32,35 @@ def test_url_password_is_redacted_in_errors_and_repr() -> None:
     assert "***" in str(info.value)
 
 
+@pytest.mark.parametrize(
+    ("url", "options", "named"),
+    [
+        ("sqlite:///x.db", {"pgbouncer": True}, "pgbouncer=True"),
+        ("sqlite:///x.db", {"listen_url": "postgresql://db/x"}, "listen_url"),
+        ("postgresql://db/x", {"pgbouncer": "yes"}, "pgbouncer='yes'"),
+        ("postgresql://db/x", {"listen_url": "sqlite:///x.db"}, "listen_url='sqlite:///x.db'"),
+        ("postgresql://db/x", {"listen_url": "postgresql://u:hunter2@db/x?nope=1"}, "listen_url:"),
+    ],
+)
+def test_pgbouncer_options_are_refused_where_they_do_not_apply(
+    url: str, options: dict[str, object], named: str
+) -> None:
+    for connect in (jobvisor.connect, jobvisor.connect_async):
+        with pytest.raises(InvalidArgument) as info:
+            connect(url, **options)  # type: ignore[arg-type]
+        message = str(info.value)
+        assert named in message and ("expected" in message or "nope" in message)
+        assert "hunter2" not in message
+
+
+def test_a_queue_listens_unless_behind_pgbouncer_without_a_listen_url(pg_url: str) -> None:
+    listening = jobvisor.connect_async(pg_url)
+    polling = jobvisor.connect_async(pg_url, pgbouncer=True)
+    direct = jobvisor.connect_async(pg_url, pgbouncer=True, listen_url=pg_url)
+    assert (listening.listens, polling.listens, direct.listens) == (True, False, True)
+    assert not jobvisor.connect_async("sqlite:///unused.db").listens
+
+
 def test_connect_picks_the_engine(url: str) -> None:
     with jobvisor.connect(url) as q:
         assert q.engine == ("sqlite" if url.startswith("sqlite") else "postgres")

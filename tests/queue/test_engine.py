@@ -185,7 +185,7 @@ def test_a_url_option_libpq_does_not_know_is_refused_before_connecting(face: str
 
 # --- the two faces and the SQL -------------------------------------------------
 
-ASYNC_ONLY = {"notifications"}
+ASYNC_ONLY = {"notifications", "listens"}  # notices are heard by async code only
 
 
 def _public(cls: type) -> dict[str, Any]:

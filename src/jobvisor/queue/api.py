@@ -23,6 +23,7 @@ from .engine import (
     AsyncPostgresRunner,
     AsyncRunner,
     AsyncSqliteRunner,
+    BorrowedRunner,
     Plan,
     PostgresRunner,
     SqliteRunner,
@@ -271,10 +272,20 @@ class AsyncQueue(_AsyncBound):
     SQLite each call runs in a thread. Close it (or `async with`) when done.
     """
 
-    def __init__(self, runner: AsyncRunner, ctx: ops.Ctx, url: str) -> None:
+    def __init__(
+        self, runner: AsyncRunner, ctx: ops.Ctx, url: str, *, listen: str | None = None
+    ) -> None:
         self._runner, self._ctx, self.url = runner, ctx, url
+        self._listen = listen
         self.dead = AsyncDeadJobs(runner, ctx)
         self._waiters = _Waiters(self.notifications)
+
+    @property
+    def listens(self) -> bool:
+        """Whether notices are heard as they are sent (PostgreSQL's LISTEN);
+        False on SQLite, and behind PgBouncer without a `listen_url`, where
+        `notifications()`, `wait` and the worker poll instead."""
+        return self._listen is not None
 
     @property
     def engine(self) -> str:
@@ -345,8 +356,8 @@ class AsyncQueue(_AsyncBound):
         death) sends at its commit, all the waits of this queue sharing one
         listening connection; it still reads the job once a second, for the
         ends that send no notice (a reaped lease, a crash, a cancel). On
-        SQLite it polls as `Queue.wait` does."""
-        if not self._ctx.dialect.notifies:
+        SQLite (and without LISTEN, see `listens`) it polls as `Queue.wait` does."""
+        if not self.listens:
             waiting = ops.Waiting(job_id, timeout)
             while True:
                 job = await self.get(waiting.job_id)
@@ -383,14 +394,19 @@ class AsyncQueue(_AsyncBound):
         been lost (the connection broke and came back), so look again. A
         notice is a hint, never a promise: poll now and then as well.
 
-        PostgreSQL: LISTEN on a connection of its own, reconnecting with
-        backoff. SQLite: a poll of the file's change counter, quick after a
-        change and slower while nothing happens. Stop by leaving the loop (or
-        `aclose()`); the connection closes with it."""
+        PostgreSQL: LISTEN on a connection of its own (to `listen_url` when
+        given), reconnecting with backoff. Behind PgBouncer without a
+        `listen_url`, nothing can be heard: a `missed` at once, then a `job`
+        notice for every queue each second. SQLite: a poll of the file's
+        change counter, quick after a change and slower while nothing
+        happens. Stop by leaving the loop (or `aclose()`); the connection
+        closes with it."""
         names = ops.queue_names("queues", queues)
-        if self._ctx.dialect.notifies:
-            return notices.listen_postgres(self._runner.target, names)
-        return notices.poll_sqlite(self._runner.target, names)
+        if not self._ctx.dialect.notifies:
+            return notices.poll_sqlite(self._runner.target, names)
+        if self._listen is None:
+            return notices.poll_unheard(notices.UNHEARD_POLL)
+        return notices.listen_postgres(self._listen, names)
 
     async def close(self) -> None:
         await self._waiters.close()
@@ -428,6 +444,32 @@ def parse_url(url: str) -> tuple[str, str]:
         f"url={redact_url(url)!r}: unknown scheme {redact_text(scheme)!r}; "
         "expected postgresql://… or sqlite:///path"
     )
+
+
+def _listen_target(
+    engine: str, target: str, *, pgbouncer: bool, listen_url: str | None
+) -> str | None:
+    """Where a queue LISTENs: `listen_url`, else its own database unless it
+    is reached through PgBouncer (None: nothing to listen on, poll)."""
+    if not isinstance(pgbouncer, bool):
+        raise InvalidArgument(f"pgbouncer={pgbouncer!r}: expected True or False")
+    if engine != "postgres":
+        if pgbouncer:
+            raise InvalidArgument("pgbouncer=True: expected a postgresql:// database URL")
+        if listen_url is not None:
+            raise InvalidArgument("listen_url: expected only with a postgresql:// database URL")
+        return None
+    if listen_url is not None:
+        try:
+            listen_engine, listen_target = parse_url(listen_url)
+        except InvalidArgument as exc:
+            raise InvalidArgument(f"listen_url: {exc}") from None
+        if listen_engine != "postgres":
+            raise InvalidArgument(
+                f"listen_url={redact_url(listen_url)!r}: expected a postgresql:// URL"
+            )
+        return listen_target
+    return None if pgbouncer else target
 
 
 def _ctx(
@@ -470,6 +512,8 @@ def connect(
     max_payload_bytes: int | None = None,
     max_result_bytes: int | None = None,
     synchronous_commit: bool = True,
+    pgbouncer: bool = False,
+    listen_url: str | None = None,
 ) -> Queue:
     """Open a queue on `postgresql://…` or `sqlite:///path.db`.
 
@@ -483,6 +527,11 @@ def connect(
     queue's commits return before their WAL flush: a server crash may then
     forget its last few hundred milliseconds of claims and completions, which
     at-least-once delivery turns into a job run again, never a lost one.
+    `pgbouncer=True` (PostgreSQL) says `url` leads through PgBouncer in
+    transaction pooling: no setting outlives a transaction, no statement is
+    prepared on the server, and LISTEN goes to `listen_url` (a direct
+    connection to the server; the async queue and its workers poll when it is
+    None). `listen_url` may also be given without `pgbouncer`.
     Call `migrate()` once before first use; `check()` says whether it is needed.
 
     A URL libpq cannot parse raises `InvalidArgument` here; a server that
@@ -500,14 +549,52 @@ def connect(
         max_payload_bytes=max_payload_bytes,
         max_result_bytes=max_result_bytes,
     )
+    _listen_target(engine, target, pgbouncer=pgbouncer, listen_url=listen_url)
     runner: SyncRunner
     if engine == "postgres":
         runner = PostgresRunner(
-            target, min_size=1, max_size=pool_size, synchronous_commit=synchronous_commit
+            target,
+            min_size=1,
+            max_size=pool_size,
+            synchronous_commit=synchronous_commit,
+            pgbouncer=pgbouncer,
         )
     else:
         runner = SqliteRunner(target, busy_timeout=busy_timeout)
     return Queue(runner, ctx, url)
+
+
+def borrow(
+    lend: Callable[[], Any],
+    *,
+    engine: str,
+    max_payload_bytes: int | None = None,
+    max_result_bytes: int | None = None,
+) -> Queue:
+    """A queue on connections another library owns: `lend()` returns the
+    driver connection to use for each call (a psycopg 3 connection for
+    `engine="postgres"`, a `sqlite3` connection for `"sqlite"`), and every
+    call runs inside that connection's current transaction, beginning and
+    committing nothing, so what it enqueues commits or rolls back with the
+    owner's work. For integrations (`jobvisor.contrib.django`); the schema is
+    migrated through a queue of its own (`jobvisor migrate`). `InvalidArgument`
+    for an unknown engine."""
+    if engine not in ("postgres", "sqlite"):
+        raise InvalidArgument(f"engine={engine!r}: expected 'postgres' or 'sqlite'")
+    ctx = _ctx(
+        engine,
+        clock=None,
+        require_correlation_id=False,
+        retry=None,
+        default_retry=DEFAULT_RETRY,
+        lease=ops.DEFAULT_LEASE,
+        pool_size=1,
+        busy_timeout=10.0,
+        max_payload_bytes=max_payload_bytes,
+        max_result_bytes=max_result_bytes,
+    )
+    runner = BorrowedRunner(ctx.dialect, lend)
+    return Queue(runner, ctx, f"{engine}:(borrowed)")
 
 
 def connect_async(
@@ -523,6 +610,8 @@ def connect_async(
     max_payload_bytes: int | None = None,
     max_result_bytes: int | None = None,
     synchronous_commit: bool = True,
+    pgbouncer: bool = False,
+    listen_url: str | None = None,
 ) -> AsyncQueue:
     """`connect` for asyncio code; see `connect` for the options."""
     engine, target = parse_url(url)
@@ -538,11 +627,16 @@ def connect_async(
         max_payload_bytes=max_payload_bytes,
         max_result_bytes=max_result_bytes,
     )
+    listen = _listen_target(engine, target, pgbouncer=pgbouncer, listen_url=listen_url)
     runner: AsyncRunner
     if engine == "postgres":
         runner = AsyncPostgresRunner(
-            target, min_size=1, max_size=pool_size, synchronous_commit=synchronous_commit
+            target,
+            min_size=1,
+            max_size=pool_size,
+            synchronous_commit=synchronous_commit,
+            pgbouncer=pgbouncer,
         )
     else:
         runner = AsyncSqliteRunner(target, busy_timeout=busy_timeout)
-    return AsyncQueue(runner, ctx, url)
+    return AsyncQueue(runner, ctx, url, listen=listen)

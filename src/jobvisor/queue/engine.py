@@ -35,6 +35,7 @@ from collections.abc import (
 from typing import Any, Final, Generic, Literal, LiteralString, Protocol, TypeAlias, TypeVar
 
 import psycopg
+from psycopg.types.json import JsonbLoader, JsonLoader
 from psycopg_pool import AsyncConnectionPool, ConnectionPool, PoolTimeout
 
 from . import sql_postgres, sql_sqlite
@@ -46,7 +47,7 @@ from .errors import (
     JobvisorError,
     SchemaMissing,
 )
-from .model import UTC, Job, JobStatus, NewJob
+from .model import UTC, Job, JobStatus
 
 T = TypeVar("T")
 
@@ -66,6 +67,9 @@ class Stmt:
     for the statements up to the next `commit` (a plan that has one already,
     and SQLite, where every plan has one, go on in theirs).
 
+    A `copy` with `types` (the columns' PostgreSQL types) goes in binary
+    format; a `jsonb` column then takes JSON text as it is.
+
     `sql` is a `LiteralString`: a statement of the engine's SQL module, never
     one built at run time (values go in `params`; tests/queue/test_engine.py
     checks every statement handed to a `Stmt` is such a constant).
@@ -75,6 +79,7 @@ class Stmt:
     params: dict[str, Any] | None = None
     fetch: Fetch = "rowcount"
     rows: Sequence[Sequence[Any]] = ()
+    types: Sequence[str] = ()
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -104,12 +109,19 @@ class Plan(Generic[T]):
     under READ COMMITTED anyway). PostgreSQL then runs each statement on its
     own, sparing the BEGIN and COMMIT round trips: the claim, the completion
     flush and the lease renewal are one round trip each. SQLite, where a
-    transaction costs no round trip, always runs a plan in one."""
+    transaction costs no round trip, always runs a plan in one.
+
+    `planner=True` says the plan's statements want jobvisor's planner
+    settings (`PG_PLANNER`: the claim). A PostgreSQL session has them from
+    its start; behind PgBouncer's transaction pooling, where nothing set on
+    a session may outlive a transaction, such a plan runs in a transaction
+    that sets them with SET LOCAL."""
 
     steps: Steps[T]
     conn: Any = None
     write: bool = True
     transaction: bool = True
+    planner: bool = False
 
 
 class SqlSet(Protocol):
@@ -120,10 +132,13 @@ class SqlSet(Protocol):
     MIGRATIONS_APPLIED: LiteralString
     MIGRATION_RECORD: LiteralString
     MIGRATIONS_TABLE_EXISTS: LiteralString
+    CLOCK_SAMPLE: LiteralString
     CLOCK_NOW: LiteralString
     JOB_COLUMNS_COPY: LiteralString
     JOB_INSERT: LiteralString
     JOB_GET_LIVE_BY_DEDUPE_KEY: LiteralString
+    JOB_INSERT_KEYED_MANY: LiteralString
+    JOB_GET_LIVE_BY_DEDUPE_KEYS: LiteralString
     JOB_INSERT_UNIQUE: LiteralString
     JOB_INSERT_UNIQUE_REPLACE: LiteralString
     JOB_GET_BY_UNIQUE_KEY: LiteralString
@@ -200,6 +215,9 @@ class Dialect(Protocol):
     name: str
     sql: SqlSet
     notifies: bool
+    copy_types: tuple[str, ...]
+    """The column types of JOB_COLUMNS_COPY for a binary COPY (empty: the
+    engine's bulk insert needs none)."""
 
     def id(self, value: uuid.UUID) -> Any: ...
 
@@ -213,6 +231,10 @@ class Dialect(Protocol):
 
     def token(self, job: Job) -> Any: ...
 
+    def claim_token(self, value: uuid.UUID) -> Any:
+        """A new claim token as the claim statement takes it."""
+        ...
+
     def results(self, jobs: Sequence[Job], results: Mapping[uuid.UUID, str] | None) -> Any:
         """These jobs' entries of a JSON-text-by-id map, as a batch statement
         takes them (a completion's results, a renewal's progress)."""
@@ -222,6 +244,10 @@ class Dialect(Protocol):
         """(job_type or None for the default, base, cap, jitter) rows for the reaper."""
         ...
 
+    def keyed_rows(self, rows: Sequence[Sequence[Any]]) -> dict[str, Any]:
+        """Bulk rows (`queue.bulk`'s, times set) as JOB_INSERT_KEYED_MANY takes them."""
+        ...
+
     def id_out(self, value: Any) -> uuid.UUID: ...
 
     def taken(self, counts: Sequence[tuple[str, str, int]], now: Any) -> dict[str, Any]:
@@ -229,8 +255,6 @@ class Dialect(Protocol):
         ...
 
     def meta(self, value: dict[str, Any] | None) -> str | None: ...
-
-    def copy_row(self, job: NewJob, run_at: Any, now: Any) -> tuple[Any, ...]: ...
 
     def add_seconds(self, when: Any, seconds: float) -> Any: ...
 
@@ -248,6 +272,10 @@ class PostgresDialect:
     name = "postgres"
     sql: SqlSet = sql_postgres
     notifies = True
+    copy_types: tuple[str, ...] = (
+        *("uuid", "text", "text", "jsonb", "int4", "timestamptz", "int4"),
+        *("text", "text", "timestamptz", "jsonb", "text"),
+    )
 
     def id(self, value: uuid.UUID) -> Any:
         return value
@@ -264,8 +292,19 @@ class PostgresDialect:
     def token(self, job: Job) -> Any:
         return job.claim_token
 
+    def claim_token(self, value: uuid.UUID) -> Any:
+        return value
+
     def results(self, jobs: Sequence[Job], results: Mapping[uuid.UUID, str] | None) -> Any:
         return [results.get(j.id) for j in jobs] if results else None
+
+    def keyed_rows(self, rows: Sequence[Sequence[Any]]) -> dict[str, Any]:
+        names: tuple[str, ...] = ("ids", "queues", "job_types", "payloads", "priorities")
+        names += ("run_ats", "max_attempts", "dedupe_keys", "correlation_ids", "created", "metas")
+        names += ("concurrency_keys",)
+        columns = {name: [row[i] for row in rows] for i, name in enumerate(names)}
+        del columns["created"]  # the statement's own `now`
+        return columns
 
     def policies(self, rows: Sequence[tuple[str | None, float, float, float]]) -> dict[str, Any]:
         return {
@@ -288,9 +327,6 @@ class PostgresDialect:
 
     def meta(self, value: dict[str, Any] | None) -> str | None:
         return _meta_json(value)
-
-    def copy_row(self, job: NewJob, run_at: Any, now: Any) -> tuple[Any, ...]:
-        return _copy_row(job, job.id, run_at, now)
 
     def add_seconds(self, when: Any, seconds: float) -> Any:
         return when + dt.timedelta(seconds=seconds)
@@ -344,24 +380,6 @@ def _left_behind(row: Sequence[Any], at: Callable[[Any], dt.datetime]) -> tuple[
     )
 
 
-def _copy_row(job: NewJob, job_id: Any, run_at: Any, now: Any) -> tuple[Any, ...]:
-    """A new job's row for the bulk insert, its columns in the statement's order."""
-    return (
-        job_id,
-        job.queue,
-        job.job_type,
-        job.payload_json,
-        job.priority,
-        run_at,
-        job.max_attempts,
-        job.dedupe_key,
-        job.correlation_id,
-        now,
-        _meta_json(job.meta),
-        job.concurrency_key,
-    )
-
-
 def _epoch(value: dt.datetime | None) -> float | None:
     return None if value is None else value.timestamp()
 
@@ -377,6 +395,7 @@ class SqliteDialect:
     name = "sqlite"
     sql: SqlSet = sql_sqlite
     notifies = False
+    copy_types: tuple[str, ...] = ()
 
     def id(self, value: uuid.UUID) -> Any:
         return str(value)
@@ -394,6 +413,9 @@ class SqliteDialect:
     def token(self, job: Job) -> Any:
         return job.claim_token.hex if job.claim_token else None
 
+    def claim_token(self, value: uuid.UUID) -> Any:
+        return value.hex
+
     def results(self, jobs: Sequence[Job], results: Mapping[uuid.UUID, str] | None) -> Any:
         if not results:
             return None
@@ -401,6 +423,9 @@ class SqliteDialect:
 
     def policies(self, rows: Sequence[tuple[str | None, float, float, float]]) -> dict[str, Any]:
         return {"policies": json.dumps([list(r) for r in rows])}
+
+    def keyed_rows(self, rows: Sequence[Sequence[Any]]) -> dict[str, Any]:
+        return {"rows": json.dumps([[*row[:9], *row[10:]] for row in rows])}
 
     def id_out(self, value: Any) -> uuid.UUID:
         return uuid.UUID(value)
@@ -413,9 +438,6 @@ class SqliteDialect:
 
     def add_seconds(self, when: Any, seconds: float) -> Any:
         return when + seconds
-
-    def copy_row(self, job: NewJob, run_at: Any, now: Any) -> tuple[Any, ...]:
-        return _copy_row(job, str(job.id), run_at, now)  # SQLite keeps ids as text
 
     def job(self, row: Sequence[Any]) -> Job:
         return Job(
@@ -626,6 +648,72 @@ def check_conninfo(url: str) -> None:
         raise InvalidArgument(f"database URL: {_one_line(exc)}") from exc
 
 
+# --- the time of a statement ----------------------------------------------------
+
+# How long one reading of the database's clock is carried forward before the
+# next: long enough that reading costs nothing, short enough that a server
+# whose clock was stepped is followed within the minute.
+CLOCK_REFRESH: Final = 60.0
+
+
+class DatabaseClock:
+    """The database server's time as this process reckons it, for the `now`
+    parameter every statement takes (no statement that changes a row calls
+    `now()`, see the SQL modules).
+
+    It is read from the server (`CLOCK_SAMPLE`, taken to be midway through
+    the round trip), when a pool opens a connection and whenever the last
+    reading is older than `CLOCK_REFRESH`, and carried forward by this
+    process's monotonic clock in between: times still come from the
+    database's clock, to within half a round trip, and a step of this host's
+    wall clock changes nothing."""
+
+    def __init__(self) -> None:
+        self._reading: tuple[dt.datetime, float] | None = None
+
+    def due(self) -> bool:
+        """Whether the server's clock should be read before the next statement."""
+        reading = self._reading
+        return reading is None or time.monotonic() - reading[1] > CLOCK_REFRESH
+
+    def set(self, server: dt.datetime, before: float, after: float) -> None:
+        """Record a reading: `server`'s time, read between these two
+        monotonic instants."""
+        self._reading = (server, (before + after) / 2)
+
+    def read(self, cur: Any) -> None:
+        """Read the server's clock on a psycopg cursor or connection."""
+        before = time.monotonic()
+        (server,) = cur.execute(sql_postgres.CLOCK_SAMPLE).fetchone()
+        self.set(server, before, time.monotonic())
+
+    async def read_async(self, cur: Any) -> None:
+        """`read` on an async cursor or connection."""
+        before = time.monotonic()
+        (server,) = await (await cur.execute(sql_postgres.CLOCK_SAMPLE)).fetchone()
+        self.set(server, before, time.monotonic())
+
+    def now(self) -> dt.datetime:
+        reading = self._reading
+        if reading is None:
+            raise RuntimeError("the database's clock was never read")
+        server, at = reading
+        return server + dt.timedelta(seconds=time.monotonic() - at)
+
+
+def _local_time() -> float:
+    """SQLite's own clock is this host's: Unix epoch seconds."""
+    return time.time()
+
+
+def with_time(params: dict[str, Any] | None, now: Callable[[], Any]) -> dict[str, Any] | None:
+    """The parameters of a statement, its `now` filled in when the plan left
+    it None (no injected clock): the engine's time at this very statement."""
+    if params is None or params.get("now", False) is not None:
+        return params
+    return {**params, "now": now()}
+
+
 # --- PostgreSQL ---------------------------------------------------------------
 
 # The pool logs each failed connection attempt; the runners raise what it
@@ -647,13 +735,14 @@ class _PgStep:
     query: Query | None = None
     params: dict[str, Any] | None = None
     copy: Sequence[Sequence[Any]] | None = None
+    types: Sequence[str] = ()
     fetch: Fetch | None = None
 
 
-def _pg_step(step: Step, *, begin: bool) -> _PgStep:
+def _pg_step(step: Step, *, begin: bool, clock: DatabaseClock) -> _PgStep:
     """The one dispatch of a step on PostgreSQL. `begin`: the plan runs in a
     transaction of our own on an autocommit connection, so a `commit` step
-    opens the next one."""
+    opens the next one. A `now` left None is the database's time (`clock`)."""
     if isinstance(step, Script):
         # Migration scripts are package data, not literals: passed as bytes,
         # psycopg runs them as they are (several statements, no parameters).
@@ -664,12 +753,32 @@ def _pg_step(step: Step, *, begin: bool) -> _PgStep:
     if fetch == "begin":
         return _PgStep(begin=not begin)
     if fetch == "copy":
-        return _PgStep(query=step.sql, copy=step.rows)
-    return _PgStep(query=step.sql, params=step.params, fetch=fetch)
+        return _PgStep(query=step.sql, copy=step.rows, types=step.types)
+    return _PgStep(query=step.sql, params=with_time(step.params, clock.now), fetch=fetch)
 
 
-def _pg_execute(cur: Any, step: Step, *, begin: bool = False) -> Any:
-    s = _pg_step(step, begin=begin)
+class _JsonTextBinaryDumper(psycopg.adapt.Dumper):
+    """JSON text, already encoded and checked, in jsonb's binary form: a
+    version byte, then the text (the stock jsonb dumper would encode it again)."""
+
+    oid = psycopg.adapters.types["jsonb"].oid
+    format = psycopg.pq.Format.BINARY
+
+    def dump(self, obj: Any) -> bytes:
+        text: str = obj
+        return b"\x01" + text.encode()
+
+
+def _copy_types(cur: Any, copy: Any, types: Sequence[str]) -> None:
+    """Make a COPY binary with these column types; jsonb columns take text.
+    (The dumper is the cursor's own: a plan's cursor lives for one plan.)"""
+    if types:
+        cur.adapters.register_dumper(None, _JsonTextBinaryDumper)
+        copy.set_types(types)
+
+
+def _pg_execute(cur: Any, step: Step, *, clock: DatabaseClock, begin: bool = False) -> Any:
+    s = _pg_step(step, begin=begin, clock=clock)
     if s.commit:
         cur.connection.commit()
     if s.begin:
@@ -678,6 +787,7 @@ def _pg_execute(cur: Any, step: Step, *, begin: bool = False) -> Any:
         return None
     if s.copy is not None:
         with cur.copy(s.query) as copy:
+            _copy_types(cur, copy, s.types)
             for row in s.copy:
                 copy.write_row(row)
         return None
@@ -689,8 +799,10 @@ def _pg_execute(cur: Any, step: Step, *, begin: bool = False) -> Any:
     return cur.rowcount
 
 
-async def _pg_execute_async(cur: Any, step: Step, *, begin: bool = False) -> Any:
-    s = _pg_step(step, begin=begin)
+async def _pg_execute_async(
+    cur: Any, step: Step, *, clock: DatabaseClock, begin: bool = False
+) -> Any:
+    s = _pg_step(step, begin=begin, clock=clock)
     if s.commit:
         await cur.connection.commit()
     if s.begin:
@@ -699,6 +811,7 @@ async def _pg_execute_async(cur: Any, step: Step, *, begin: bool = False) -> Any
         return None
     if s.copy is not None:
         async with cur.copy(s.query) as copy:
+            _copy_types(cur, copy, s.types)
             for row in s.copy:
                 await copy.write_row(row)
         return None
@@ -725,14 +838,53 @@ PG_SESSION_SETUP: Final[LiteralString] = "SET random_page_cost = 1.1; SET enable
 # commits do not wait for the WAL flush. See `connect`.
 PG_ASYNC_COMMIT: Final[LiteralString] = "SET synchronous_commit = off"
 
+# Behind PgBouncer in transaction pooling, the next transaction may run on
+# another client's server connection: the planner settings are set for the
+# transaction of a `Plan.planner` plan only, in the round trip of its BEGIN.
+PG_BEGIN_PLANNER: Final[LiteralString] = (
+    "BEGIN; SET LOCAL random_page_cost = 1.1; SET LOCAL enable_sort = off"
+)
+PG_BEGIN_PLANNER_ASYNC_COMMIT: Final[LiteralString] = (
+    PG_BEGIN_PLANNER + "; SET LOCAL synchronous_commit = off"
+)
+
 # The pools' connections are in autocommit mode: a plan that wants a
 # transaction opens one with BEGIN (and the pool's context commits it, or rolls
 # it back on an error); a plan without one runs each statement on its own.
 PG_POOL_KWARGS: dict[str, Any] = {"autocommit": True}
 
+# Behind PgBouncer (before 1.21, or without max_prepared_statements) a
+# server-side prepared statement may be looked up on a server connection that
+# never prepared it: psycopg prepares none.
+PG_BOUNCER_KWARGS: dict[str, Any] = {**PG_POOL_KWARGS, "prepare_threshold": None}
 
-def _pg_setup(synchronous_commit: bool) -> LiteralString:
-    return PG_SESSION_SETUP if synchronous_commit else PG_SESSION_SETUP + "; " + PG_ASYNC_COMMIT
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class PgSession:
+    """How a runner's connections are set up: `setup`, run once per new
+    connection (None: nothing outlives a transaction), the connection
+    arguments, and how a `Plan.planner` plan begins (None: as any other)."""
+
+    setup: LiteralString | None
+    kwargs: dict[str, Any]
+    begin_planner: LiteralString | None
+
+    @classmethod
+    def build(cls, *, synchronous_commit: bool, pgbouncer: bool) -> PgSession:
+        if pgbouncer:
+            begin = PG_BEGIN_PLANNER if synchronous_commit else PG_BEGIN_PLANNER_ASYNC_COMMIT
+            return cls(None, PG_BOUNCER_KWARGS, begin)
+        setup = PG_SESSION_SETUP
+        if not synchronous_commit:
+            setup += "; " + PG_ASYNC_COMMIT
+        return cls(setup, PG_POOL_KWARGS, None)
+
+    def opening(self, plan: Plan[Any]) -> LiteralString | None:
+        """The statement a plan's transaction begins with; None: it runs
+        each statement on its own."""
+        if plan.planner and self.begin_planner is not None:
+            return self.begin_planner
+        return "BEGIN" if plan.transaction else None
 
 
 class PostgresRunner:
@@ -741,14 +893,25 @@ class PostgresRunner:
     dialect: Dialect = POSTGRES
 
     def __init__(
-        self, url: str, *, min_size: int = 1, max_size: int = 4, synchronous_commit: bool = True
+        self,
+        url: str,
+        *,
+        min_size: int = 1,
+        max_size: int = 4,
+        synchronous_commit: bool = True,
+        pgbouncer: bool = False,
     ) -> None:
         self.target = url
         self.connecting = _Connecting()
-        setup = _pg_setup(synchronous_commit)
+        self.clock = clock = DatabaseClock()
+        self.session = session = PgSession.build(
+            synchronous_commit=synchronous_commit, pgbouncer=pgbouncer
+        )
 
         def configure(conn: psycopg.Connection[Any]) -> None:
-            conn.execute(setup)
+            if session.setup is not None:
+                conn.execute(session.setup)
+            clock.read(conn)  # a new connection may be to a new server
             conn.commit()
 
         self.pool = ConnectionPool(
@@ -758,7 +921,7 @@ class PostgresRunner:
             open=False,
             name="jobvisor",
             configure=configure,
-            kwargs=PG_POOL_KWARGS,
+            kwargs=session.kwargs,
             connection_class=_recording(psycopg.Connection, self.connecting),
         )
         self.pool.open(wait=False)
@@ -770,15 +933,21 @@ class PostgresRunner:
 
     def run(self, plan: Plan[T]) -> T:
         try:
+            clock = self.clock
             if plan.conn is not None:
                 with plan.conn.cursor() as cur:
-                    return drive(plan.steps, lambda s: _pg_execute(cur, s))
+                    if clock.due():
+                        clock.read(cur)
+                    return drive(plan.steps, lambda s: _pg_execute(cur, s, clock=clock))
             self._first_connection()
-            begin = plan.transaction
+            opening = self.session.opening(plan)
+            begin = opening is not None
             with self.pool.connection() as conn, conn.cursor() as cur:
-                if begin:
-                    cur.execute("BEGIN")
-                return drive(plan.steps, lambda s: _pg_execute(cur, s, begin=begin))
+                if clock.due():
+                    clock.read(cur)
+                if opening is not None:
+                    cur.execute(opening)
+                return drive(plan.steps, lambda s: _pg_execute(cur, s, clock=clock, begin=begin))
         except PoolTimeout as exc:
             raise self.connecting.unavailable(exc) from exc
         except psycopg.Error as exc:
@@ -808,14 +977,25 @@ class AsyncPostgresRunner:
     dialect: Dialect = POSTGRES
 
     def __init__(
-        self, url: str, *, min_size: int = 1, max_size: int = 4, synchronous_commit: bool = True
+        self,
+        url: str,
+        *,
+        min_size: int = 1,
+        max_size: int = 4,
+        synchronous_commit: bool = True,
+        pgbouncer: bool = False,
     ) -> None:
         self.target = url
         self.connecting = _Connecting()
-        setup = _pg_setup(synchronous_commit)
+        self.clock = clock = DatabaseClock()
+        self.session = session = PgSession.build(
+            synchronous_commit=synchronous_commit, pgbouncer=pgbouncer
+        )
 
         async def configure(conn: psycopg.AsyncConnection[Any]) -> None:
-            await conn.execute(setup)
+            if session.setup is not None:
+                await conn.execute(session.setup)
+            await clock.read_async(conn)  # a new connection may be to a new server
             await conn.commit()
 
         self.pool = AsyncConnectionPool(
@@ -825,7 +1005,7 @@ class AsyncPostgresRunner:
             open=False,
             name="jobvisor",
             configure=configure,
-            kwargs=PG_POOL_KWARGS,
+            kwargs=session.kwargs,
             connection_class=_recording(psycopg.AsyncConnection, self.connecting),
         )
         self._opened = False
@@ -848,22 +1028,26 @@ class AsyncPostgresRunner:
                 async with plan.conn.cursor() as cur:
                     return await self._drive(cur, plan.steps)
             await self._first_connection()
-            begin = plan.transaction
+            opening = self.session.opening(plan)
             async with self.pool.connection() as conn, conn.cursor() as cur:
-                if begin:
-                    await cur.execute("BEGIN")
-                return await self._drive(cur, plan.steps, begin=begin)
+                return await self._drive(cur, plan.steps, opening=opening)
         except PoolTimeout as exc:
             raise self.connecting.unavailable(exc) from exc
         except psycopg.Error as exc:
             raise wrap_postgres(exc) from exc
 
-    @staticmethod
-    async def _drive(cur: Any, steps: Steps[T], *, begin: bool = False) -> T:
+    async def _drive(self, cur: Any, steps: Steps[T], *, opening: LiteralString | None = None) -> T:
+        """Run `steps` on `cur`, in a transaction begun by `opening` when one is given."""
+        clock = self.clock
+        if clock.due():
+            await clock.read_async(cur)
+        begin = opening is not None
+        if opening is not None:
+            await cur.execute(opening)
         result: Any = None
         try:
             while True:
-                result = await _pg_execute_async(cur, steps.send(result), begin=begin)
+                result = await _pg_execute_async(cur, steps.send(result), clock=clock, begin=begin)
         except StopIteration as stop:
             return stop.value  # type: ignore[no-any-return]
 
@@ -921,7 +1105,7 @@ def _sqlite_execute(conn: sqlite3.Connection, step: Step, *, own: bool) -> Any:
     if fetch == "copy":
         conn.executemany(step.sql, step.rows)
         return None
-    cur = conn.execute(step.sql, step.params or {})
+    cur = conn.execute(step.sql, with_time(step.params, _local_time) or {})
     if fetch == "all":
         return cur.fetchall()
     if fetch == "one":
@@ -1086,3 +1270,81 @@ class AsyncSqliteRunner:
 
     async def close(self) -> None:
         await asyncio.to_thread(self.sync.close)
+
+
+# --- a connection someone else owns ---------------------------------------------
+
+
+class _UnpreparedCursor(psycopg.Cursor[Any]):
+    """Prepares nothing on the server: the session is its owner's (who may
+    be behind PgBouncer, or count on its own prepared statements)."""
+
+    def execute(
+        self,
+        query: Any,
+        params: Any = None,
+        *,
+        prepare: bool | None = None,
+        binary: bool | None = None,
+    ) -> Any:
+        return super().execute(query, params, prepare=False, binary=binary)
+
+
+def _plain_cursor(conn: psycopg.Connection[Any]) -> psycopg.Cursor[Any]:
+    """A cursor on a psycopg connection an application configured for
+    itself, reading values as jobvisor's statements expect them: Django, for
+    one, sets its connections' cursor class to client-side binding and loads
+    JSON columns as text."""
+    cur = _UnpreparedCursor(conn)
+    cur.adapters.register_loader("jsonb", JsonbLoader)
+    cur.adapters.register_loader("json", JsonLoader)
+    return cur
+
+
+class BorrowedRunner:
+    """Runs every plan on a connection its owner lends for the call (`lend()`
+    returns it: a web framework's connection of the current thread), within
+    whatever transaction the owner has open, or statement by statement when
+    it has none. It never begins, commits or closes anything: an operation
+    enqueued in the owner's transaction exists if and only if the owner
+    commits, and a plan that must commit part of its work (`migrate`,
+    batched clean-ups) is refused."""
+
+    def __init__(self, dialect: Dialect, lend: Callable[[], Any]) -> None:
+        self.dialect = dialect
+        self.lend = lend
+        self.target = "(borrowed connection)"
+        self.clock = DatabaseClock()
+
+    def run(self, plan: Plan[T]) -> T:
+        conn = plan.conn if plan.conn is not None else self.lend()
+        try:
+            if self.dialect is POSTGRES:
+                clock = self.clock
+                with _plain_cursor(conn) as cur:
+                    if clock.due():
+                        clock.read(cur)
+                    return drive(plan.steps, lambda s: _pg_execute(cur, _lendable(s), clock=clock))
+            return drive(plan.steps, lambda s: _sqlite_execute(conn, _lendable(s), own=False))
+        except psycopg.Error as exc:
+            raise wrap_postgres(exc) from exc
+        except sqlite3.Error as exc:
+            raise wrap_sqlite(exc) from exc
+
+    @contextlib.contextmanager
+    def transaction(self) -> Iterator[Any]:
+        """The lent connection, in its owner's transaction (if any)."""
+        yield self.lend()
+
+    def close(self) -> None:
+        """Nothing to close: the connection is its owner's."""
+
+
+def _lendable(step: Step) -> Step:
+    """`step`, unless it would commit or migrate on a borrowed connection."""
+    if isinstance(step, Script) or step.fetch == "commit":
+        raise InvalidArgument(
+            "this operation commits as it goes or migrates: run it on a queue of its own "
+            "(jobvisor.connect), not on a borrowed connection"
+        )
+    return step

@@ -35,6 +35,7 @@ RECONNECT_BASE: Final = 0.1  # first reconnect delay after the connection broke
 RECONNECT_CAP: Final = 5.0
 SQLITE_MIN_POLL: Final = 0.005  # the poll right after a change
 SQLITE_MAX_POLL: Final = 0.1  # the slowest poll: SQLite stays responsive
+UNHEARD_POLL: Final = 1.0  # PostgreSQL without LISTEN: how often to look again
 
 
 class NoticeKind(enum.StrEnum):
@@ -137,6 +138,16 @@ async def _pause(event: str, exc: BaseException, failures: int) -> None:
     delay = backoff(failures, base=RECONNECT_BASE, cap=RECONNECT_CAP)
     log.warning(event, error=driver_text(exc), retry_in=round(delay, 3))
     await asyncio.sleep(delay)
+
+
+async def poll_unheard(interval: float) -> AsyncGenerator[Notice, None]:
+    """Where no notice can be heard (PostgreSQL behind PgBouncer, without a
+    direct connection to LISTEN on): a `missed` at once, then a `job` notice
+    for every queue each `interval` seconds."""
+    yield MISSED
+    while True:
+        await asyncio.sleep(interval)
+        yield Notice(NoticeKind.JOB)
 
 
 async def poll_sqlite(path: str, queues: Sequence[str] | None) -> AsyncGenerator[Notice, None]:

@@ -171,7 +171,9 @@ class Supervisor:
             loop.add_signal_handler(signum, self._on_signal, signum)
         startup.log_start(self.config, supervisor_id=self.id, subreaper=children.become_subreaper())
         systemd.status(f"starting {self.config.workers} workers")
-        self.queue = connect_async(self.config.database_url, pool_size=2)
+        self.queue = connect_async(
+            self.config.database_url, pool_size=2, **self.config.connection()
+        )
         self.leadership = Leadership(self.queue, holder=self.id)
         self.database = services.DatabaseWatch(self.queue)
         self.xmin = services.xmin_watch(self.queue, self.metrics, lambda: self.config.xmin_warn)
@@ -195,7 +197,9 @@ class Supervisor:
         assert self._wakeup is not None
         if self.config.http_addr:
             if self.config.dashboard == "on":
-                self.web_queue = connect_async(self.config.database_url, pool_size=2)
+                self.web_queue = connect_async(
+                    self.config.database_url, pool_size=2, **self.config.connection()
+                )
             self.http = await startup.serve_http(
                 self.config,
                 health=lambda: endpoints.health(self, tick=TICK),

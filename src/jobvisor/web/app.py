@@ -125,7 +125,6 @@ async def overview(request: Request) -> Response:
     )
     context = {
         "queues": queues,
-        "queue_limits": {x.name: x.describe() for x in limits if x.scope is LimitScope.QUEUE},
         "type_limits": [x for x in limits if x.scope is LimitScope.TYPE],
         "statuses": list(JobStatus),
         "chart": views.throughput_svg(minutes),

@@ -28,7 +28,7 @@ async def run(config: Config) -> None:
     """Serve the dashboard on `config.web_addr` until SIGINT or SIGTERM.
     Raises `NotMigrated`, a `JobvisorError` when the database cannot be
     reached, OSError when the address cannot be bound."""
-    queue = connect_async(config.database_url, pool_size=POOL_SIZE)
+    queue = connect_async(config.database_url, pool_size=POOL_SIZE, **config.connection())
     try:
         readiness = await queue.check()
         if not readiness.migrated:

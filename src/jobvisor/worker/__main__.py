@@ -94,6 +94,7 @@ async def serve(config: Config, registry: Registry, channel: ControlChannel, wor
             retry=registry.retry_policies(),
             max_result_bytes=config.result_max_bytes,
             synchronous_commit=False,
+            **config.connection(),
         )
     except InvalidArgument as exc:
         return _boot_failed(channel, worker_id, ExitCode.CONFIG, f"cannot use the database: {exc}")

@@ -212,7 +212,9 @@ class Worker:
         self.fault_limit = fault_limit
         self.channel = channel or ControlChannel(None)
         engine = queue.engine
-        self._listens = engine == "postgres"  # SQLite's claim loop polls often enough
+        # SQLite's claim loop polls often enough; PostgreSQL without LISTEN
+        # (behind PgBouncer, no listen URL) polls every poll_interval.
+        self._listens = queue.listens
         sqlite_poll = min(poll_interval, SQLITE_MAX_POLL)
         self._max_poll = poll_interval if engine == "postgres" else sqlite_poll
         watch = self.channel.fd is not None if watch_parent is None else watch_parent

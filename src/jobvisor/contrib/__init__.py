@@ -1,0 +1,1 @@
+"""Integrations with application frameworks; each needs its framework installed."""
