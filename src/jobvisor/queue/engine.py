@@ -651,37 +651,38 @@ class _PgStep:
     `copy`), then read back `fetch`."""
 
     commit: bool = False
-    begin: bool = False
+    begin: Query | None = None
     query: Query | None = None
     params: dict[str, Any] | None = None
     copy: Sequence[Sequence[Any]] | None = None
     fetch: Fetch | None = None
 
 
-def _pg_step(step: Step, *, begin: bool) -> _PgStep:
-    """The one dispatch of a step on PostgreSQL. `begin`: the plan runs in a
-    transaction of our own on an autocommit connection, so a `commit` step
-    opens the next one."""
+def _pg_step(step: Step, *, opening: LiteralString | None) -> _PgStep:
+    """The one dispatch of a step on PostgreSQL. `opening`: the plan runs in
+    a transaction of our own on an autocommit connection, begun with that
+    statement, so a `commit` step opens the next one with it (behind
+    PgBouncer the planner settings are set again, see `PgSession`)."""
     if isinstance(step, Script):
         # Migration scripts are package data, not literals: passed as bytes,
         # psycopg runs them as they are (several statements, no parameters).
         return _PgStep(query=step.text.encode())
     fetch = step.fetch
     if fetch == "commit":
-        return _PgStep(commit=True, begin=begin)
+        return _PgStep(commit=True, begin=opening)
     if fetch == "begin":
-        return _PgStep(begin=not begin)
+        return _PgStep(begin=None if opening else "BEGIN")
     if fetch == "copy":
         return _PgStep(query=step.sql, copy=step.rows)
     return _PgStep(query=step.sql, params=step.params, fetch=fetch)
 
 
-def _pg_execute(cur: Any, step: Step, *, begin: bool = False) -> Any:
-    s = _pg_step(step, begin=begin)
+def _pg_execute(cur: Any, step: Step, *, opening: LiteralString | None = None) -> Any:
+    s = _pg_step(step, opening=opening)
     if s.commit:
         cur.connection.commit()
-    if s.begin:
-        cur.execute("BEGIN")
+    if s.begin is not None:
+        cur.execute(s.begin)
     if s.query is None:
         return None
     if s.copy is not None:
@@ -697,12 +698,12 @@ def _pg_execute(cur: Any, step: Step, *, begin: bool = False) -> Any:
     return cur.rowcount
 
 
-async def _pg_execute_async(cur: Any, step: Step, *, begin: bool = False) -> Any:
-    s = _pg_step(step, begin=begin)
+async def _pg_execute_async(cur: Any, step: Step, *, opening: LiteralString | None = None) -> Any:
+    s = _pg_step(step, opening=opening)
     if s.commit:
         await cur.connection.commit()
-    if s.begin:
-        await cur.execute("BEGIN")
+    if s.begin is not None:
+        await cur.execute(s.begin)
     if s.query is None:
         return None
     if s.copy is not None:
@@ -831,11 +832,10 @@ class PostgresRunner:
                     return drive(plan.steps, lambda s: _pg_execute(cur, s))
             self._first_connection()
             opening = self.session.opening(plan)
-            begin = opening is not None
             with self.pool.connection() as conn, conn.cursor() as cur:
                 if opening is not None:
                     cur.execute(opening)
-                return drive(plan.steps, lambda s: _pg_execute(cur, s, begin=begin))
+                return drive(plan.steps, lambda s: _pg_execute(cur, s, opening=opening))
         except PoolTimeout as exc:
             raise self.connecting.unavailable(exc) from exc
         except psycopg.Error as exc:
@@ -915,22 +915,21 @@ class AsyncPostgresRunner:
                     return await self._drive(cur, plan.steps)
             await self._first_connection()
             opening = self.session.opening(plan)
-            begin = opening is not None
             async with self.pool.connection() as conn, conn.cursor() as cur:
                 if opening is not None:
                     await cur.execute(opening)
-                return await self._drive(cur, plan.steps, begin=begin)
+                return await self._drive(cur, plan.steps, opening=opening)
         except PoolTimeout as exc:
             raise self.connecting.unavailable(exc) from exc
         except psycopg.Error as exc:
             raise wrap_postgres(exc) from exc
 
     @staticmethod
-    async def _drive(cur: Any, steps: Steps[T], *, begin: bool = False) -> T:
+    async def _drive(cur: Any, steps: Steps[T], *, opening: LiteralString | None = None) -> T:
         result: Any = None
         try:
             while True:
-                result = await _pg_execute_async(cur, steps.send(result), begin=begin)
+                result = await _pg_execute_async(cur, steps.send(result), opening=opening)
         except StopIteration as stop:
             return stop.value  # type: ignore[no-any-return]
 
@@ -1221,9 +1220,9 @@ class BorrowedRunner:
 
 def _lendable(step: Step) -> Step:
     """`step`, unless it would commit or migrate on a borrowed connection."""
-    if isinstance(step, Script) or step.fetch == "commit":
+    if isinstance(step, Script) or step.fetch in ("commit", "begin"):
         raise InvalidArgument(
-            "this operation commits as it goes or migrates: run it on a queue of its own "
-            "(jobvisor.connect), not on a borrowed connection"
+            "this operation manages its own transactions or migrates: run it on a queue "
+            "of its own (jobvisor.connect), not on a borrowed connection"
         )
     return step
