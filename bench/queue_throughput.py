@@ -27,6 +27,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import dataclasses
+import datetime as dt
 import json
 import multiprocessing
 import os
@@ -38,6 +39,7 @@ import threading
 import time
 import traceback
 import urllib.parse
+import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from multiprocessing.synchronize import Barrier
@@ -182,7 +184,9 @@ def bare_pg_worker(url: str, batch: int, barrier: Barrier, reports: Any) -> None
             done = 0
             started = time.monotonic()
             while True:
-                cur.execute(sql_postgres.JOB_CLAIM, claim)
+                # The API passes the time and a fresh claim token too.
+                now = dt.datetime.now(dt.UTC)
+                cur.execute(sql_postgres.JOB_CLAIM, {**claim, "now": now, "token": uuid.uuid4()})
                 rows = cur.fetchall()
                 if not rows:
                     break
@@ -190,7 +194,7 @@ def bare_pg_worker(url: str, batch: int, barrier: Barrier, reports: Any) -> None
                     "ids": [r[0] for r in rows],
                     "tokens": [r[13] for r in rows],
                     "results": None,
-                    "now": None,
+                    "now": dt.datetime.now(dt.UTC),
                 }
                 cur.execute(sql_postgres.JOB_COMPLETE_MANY, held)
                 done += len(cur.fetchall())
@@ -216,13 +220,15 @@ def bare_sqlite_worker(url: str, batch: int, barrier: Barrier, reports: Any) -> 
             started = time.monotonic()
             while True:
                 conn.execute("BEGIN IMMEDIATE")
-                rows = conn.execute(sql_sqlite.JOB_CLAIM, claim).fetchall()
+                now, token = time.time(), uuid.uuid4().hex
+                rows = conn.execute(sql_sqlite.JOB_CLAIM, {**claim, "now": now, "token": token})
+                rows = rows.fetchall()
                 conn.execute("COMMIT")
                 if not rows:
                     break
                 pairs = json.dumps([[r[0], r[13]] for r in rows])
                 conn.execute("BEGIN IMMEDIATE")
-                held = {"pairs": pairs, "results": None, "now": None}
+                held = {"pairs": pairs, "results": None, "now": time.time()}
                 done += len(conn.execute(sql_sqlite.JOB_COMPLETE_MANY, held).fetchall())
                 conn.execute("COMMIT")
             reports.put((started, time.monotonic(), done))

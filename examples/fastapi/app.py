@@ -123,11 +123,15 @@ async def get_report(job_id: uuid.UUID, aq: Queue, wait: Wait = 0) -> JSONRespon
 
 @app.post("/reports/now")
 async def report_now(report: ReportRequest, aq: Queue, wait: Wait = 10) -> JSONResponse:
-    """Enqueue a report and answer with it once a worker has built it; 504
-    with the job's id (to poll) when it takes longer than `wait` seconds."""
+    """Enqueue a report and answer with it once a worker has built it: the
+    `Report` itself. 504 with the job's id (to poll) when it takes longer than
+    `wait` seconds; 500 with its error when it failed for good."""
     job_id = await build_report.enqueue_async(report)
     try:
         job = await aq.wait(job_id, timeout=wait)
     except TimeoutError:
         return JSONResponse(job_view(await aq.get(job_id)), status_code=504)
-    return JSONResponse(job_view(job), status_code=200)
+    if job.status != "completed":
+        return JSONResponse(job_view(job), status_code=500)
+    built: Report = build_report.result(job)  # rebuilt from the task's return type
+    return JSONResponse(built.model_dump(), status_code=200)

@@ -313,6 +313,7 @@ def cmd_enqueue(args: argparse.Namespace, config: Config) -> int:
             "max_attempts",
             "dedupe_key",
             "correlation_id",
+            "concurrency_key",
             "on_conflict",
         )
         if getattr(args, name) is not None
@@ -354,7 +355,15 @@ def _check_file_alone(args: argparse.Namespace) -> None:
     """`enqueue --file` takes every job's options from its lines, none from flags."""
     if args.job_type is not None:
         raise UsageError("give a job type or --file, not both")
-    single_options = ("payload", "run_at", "delay", "dedupe_key", "correlation_id", "on_conflict")
+    single_options = (
+        "payload",
+        "run_at",
+        "delay",
+        "dedupe_key",
+        "correlation_id",
+        "concurrency_key",
+        "on_conflict",
+    )
     given = [o for o in single_options if getattr(args, o) is not None]
     if given or args.queue is not None or args.priority is not None or _unique_option(args):
         raise UsageError("with --file, each line carries its own options")
@@ -917,6 +926,9 @@ def build_parser() -> argparse.ArgumentParser:
     enqueue.add_argument("--max-attempts", type=int, metavar="N", help="attempts (default 20)")
     enqueue.add_argument("--dedupe-key", metavar="KEY", help="at most one live job per key")
     enqueue.add_argument("--correlation-id", metavar="ID", help="carried into logs")
+    enqueue.add_argument(
+        "--concurrency-key", metavar="KEY", help="the key its type's key_concurrency counts by"
+    )
     enqueue.add_argument(
         "--unique",
         action="store_true",

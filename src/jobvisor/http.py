@@ -85,16 +85,19 @@ class HttpServer:
         self._ticking = asyncio.create_task(server.main_loop(), name="http-server")
 
     async def close(self) -> None:
-        """Stop listening and wait (at most `WRITE_TIMEOUT`) for the requests
-        being answered."""
-        self._server.should_exit = True
+        """Stop listening, close the idle connections and wait (at most
+        `WRITE_TIMEOUT`) for the requests being answered; then cut the rest."""
+        server = self._server
+        server.should_exit = True
         with contextlib.suppress(asyncio.TimeoutError):
             async with asyncio.timeout(WRITE_TIMEOUT):
-                await self._ticking
-        self._server.force_exit = True
-        with contextlib.suppress(asyncio.TimeoutError):
-            async with asyncio.timeout(WRITE_TIMEOUT):
-                await self._server.shutdown()
+                await self._ticking  # its next turn (a tenth of a second) sees should_exit
+        loop = asyncio.get_running_loop()
+        cut = loop.call_later(WRITE_TIMEOUT, setattr, server, "force_exit", True)
+        try:
+            await server.shutdown()
+        finally:
+            cut.cancel()
 
 
 class _GuardedProtocol(H11Protocol):

@@ -32,16 +32,17 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import copy
 import dataclasses
 import datetime as dt
 import inspect
 import uuid
-from collections.abc import Callable, Iterable, Mapping
-from typing import TYPE_CHECKING, Any, Generic, NoReturn, ParamSpec, Protocol, TypeVar
+from collections.abc import Callable, Coroutine, Iterable, Mapping
+from typing import TYPE_CHECKING, Any, Generic, NoReturn, ParamSpec, Protocol, TypeVar, overload
 
 from . import codec
 from .queue.errors import InvalidArgument, JobvisorError
-from .queue.model import NewJob, OnConflict, Unique, payload_json
+from .queue.model import Job, JobStatus, NewJob, OnConflict, Unique, payload_json
 
 if TYPE_CHECKING:
     from .queue.api import AsyncQueue, Queue
@@ -49,6 +50,7 @@ if TYPE_CHECKING:
 
 P = ParamSpec("P")
 R = TypeVar("R")
+T = TypeVar("T")
 Q = TypeVar("Q", "Queue", "AsyncQueue")
 
 # The job options a task or `with_options` may set; each is an argument of
@@ -64,6 +66,7 @@ JOB_OPTIONS = (
     "correlation_id",
     "unique",
     "on_conflict",
+    "concurrency_key",
 )
 
 _current_job: contextvars.ContextVar[JobContext | None] = contextvars.ContextVar(
@@ -270,6 +273,7 @@ class Task(Generic[P, R]):
         correlation_id: str | None = None,
         unique: Unique | None = None,
         on_conflict: OnConflict | str | None = None,
+        concurrency_key: str | None = None,
         using: Queue | AsyncQueue | None = None,
         conn: Any = None,
     ) -> Task[P, R]:
@@ -288,6 +292,7 @@ class Task(Generic[P, R]):
             "correlation_id": correlation_id,
             "unique": unique,
             "on_conflict": on_conflict,
+            "concurrency_key": concurrency_key,
         }
         options = {**self.options, **{k: v for k, v in given.items() if v is not None}}
         if delay is not None:
@@ -296,14 +301,12 @@ class Task(Generic[P, R]):
             options.pop("delay", None)
         if using is not None and not isinstance(using, queue_types()):
             raise InvalidArgument(f"using={using!r}: expected a jobvisor Queue or AsyncQueue")
-        return Task(
-            self.func,
-            name=self.name,
-            registry=self.registry,
-            options=options,
-            using=self.using if using is None else using,
-            conn=self.conn if conn is None else conn,
-        )
+        NewJob.build(self.name, None, **options)  # every option checked before use
+        bound = copy.copy(self)  # the signature, defaults and hints are shared
+        bound.options = options
+        bound.using = self.using if using is None else using
+        bound.conn = self.conn if conn is None else conn
+        return bound
 
     def _calls(self, calls: Iterable[TaskCall[P]]) -> list[TaskCall[P]]:
         items = list(calls)
@@ -342,9 +345,7 @@ class Task(Generic[P, R]):
             raise TypeError(
                 f"{self.name}: payload {payload!r} is not a JSON object of arguments by name"
             )
-        if self._hints is None:
-            self._hints = codec.type_hints(self.func)
-        hints = self._hints
+        hints = self._type_hints()
         values = {name: codec.load(self._hint(hints, name), v) for name, v in payload.items()}
         bound = self.signature.bind_partial()
         for name, value in values.items():
@@ -364,6 +365,28 @@ class Task(Generic[P, R]):
         if parameter is not None and parameter.kind is inspect.Parameter.VAR_KEYWORD:
             return dict[str, hint]  # type: ignore[valid-type]
         return hint
+
+    @overload
+    def result(self: Task[Any, Coroutine[Any, Any, T]], job: Job) -> T: ...
+
+    @overload
+    def result(self: Task[Any, T], job: Job) -> T: ...
+
+    def result(self, job: Job) -> Any:
+        """What the task returned for `job` (as `queue.get` or `wait` read
+        it), rebuilt from the function's return annotation: a dataclass or a
+        pydantic model comes back as one. `InvalidArgument` when `job` is not a
+        completed job of this task."""
+        if not isinstance(job, Job) or job.job_type != self.name:
+            raise InvalidArgument(f"job={job!r}: expected a job of the task {self.name!r}")
+        if job.status is not JobStatus.COMPLETED:
+            raise InvalidArgument(f"job {job.id} is {job.status}: expected a completed job")
+        return codec.load(self._type_hints().get("return", Any), job.result)
+
+    def _type_hints(self) -> dict[str, Any]:
+        if self._hints is None:
+            self._hints = codec.type_hints(self.func)
+        return self._hints
 
     def handler(self) -> Callable[[JobContext], Any]:
         """The job handler the worker runs: an `async def` for a coroutine

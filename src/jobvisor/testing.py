@@ -24,8 +24,10 @@
   argument that would not survive the queue fails here too), the return
   value is kept as `Enqueued.result`, in its JSON form. A task that raises
   makes the enqueue raise (`inline(raise_errors=False)` records the error
-  instead). A `delay` or `run_at` is ignored, and so is `conn=`: the task
-  runs now, even if the caller's transaction later rolls back.
+  instead); one that snoozes or cancels its job has the `Snooze` or `Cancel`
+  recorded as its `error`, never raised. A `delay` or `run_at` is ignored,
+  and so is `conn=`: the task runs now, even if the caller's transaction
+  later rolls back.
 - `drain(queue, registry=...)` works on a real queue: it claims every due job,
   runs its handler in-process and completes, fails, snoozes or cancels it
   through the queue's own API, until no job is due.
@@ -225,8 +227,10 @@ class _Inline(Recorder):
         )
 
     def _failed(self, call: TaskCall[Any], context: JobContext, exc: Exception) -> uuid.UUID:
+        """Record the error; raise it unless told not to, or unless it is a
+        snooze or a cancel (what the task asked for, not a failure)."""
         self._record(Enqueued(context.id, call.job_type, call.payload, call.options, error=exc))
-        if self.raise_errors:
+        if self.raise_errors and not isinstance(exc, Snooze | Cancel):
             raise exc
         return context.id
 

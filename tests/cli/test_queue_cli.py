@@ -119,3 +119,11 @@ def test_a_bad_limit_is_a_usage_error_and_nothing_changes(
     assert result.code == 2, result.err
     assert message in result.err
     assert [lim.name for lim in db.limits()] == ["kept"]
+
+
+def test_enqueue_takes_a_concurrency_key(cli: Cli, db: Queue) -> None:
+    db.set_limit(job_type="sync", key_concurrency=1)
+    for _ in range(2):
+        cli.ok("enqueue", "sync", "--concurrency-key", "tenant:1")
+    cli.ok("enqueue", "sync", "--concurrency-key", "tenant:2")
+    assert len(db.claim("w", limit=10)) == 2  # one per key

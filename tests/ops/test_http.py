@@ -6,6 +6,7 @@ import asyncio
 import urllib.error
 import urllib.request
 from collections.abc import Awaitable, Callable
+from typing import Any
 
 import pytest
 
@@ -227,3 +228,33 @@ def test_every_response_says_nosniff() -> None:
             assert headers.get("x-content-type-options") == "nosniff", status
 
     serve(body)
+
+
+def test_close_lets_a_request_in_flight_finish() -> None:
+    """A stop waits (up to WRITE_TIMEOUT) for the answer being written."""
+
+    async def main() -> None:
+        arrived, release = asyncio.Event(), asyncio.Event()
+
+        async def slow(scope: Any, receive: Any, send: Any) -> None:
+            arrived.set()
+            await release.wait()
+            headers = [(b"content-length", b"14")]
+            await send({"type": "http.response.start", "status": 200, "headers": headers})
+            await send({"type": "http.response.body", "body": b"late but whole"})
+
+        server = await start_http_server(
+            "127.0.0.1:0", health=lambda: True, ready=lambda: True, metrics=lambda: b"",
+            dashboard=slow,
+        )  # fmt: skip
+        answer = asyncio.create_task(get(server, "/slow"))
+        await asyncio.wait_for(arrived.wait(), 10)
+        closing = asyncio.create_task(server.close())
+        await asyncio.sleep(0.3)
+        assert not closing.done()  # it waits for the answer
+        release.set()
+        status, _, body = await asyncio.wait_for(answer, 10)
+        assert (status, body) == (200, b"late but whole")
+        await asyncio.wait_for(closing, 10)
+
+    asyncio.run(main())

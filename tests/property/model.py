@@ -120,7 +120,9 @@ class QueueModel:
         self, *, limit: int, queues: Sequence[str] | None, job_types: Sequence[str] | None
     ) -> list[list[uuid.UUID]]:
         """The ids a claim may take, in claim order: one answer without
-        limits; with them, the plain claim first or the limited one first."""
+        limits; with them, the plain claim first, the limited one first, or
+        the limited one alone (a plain claim that came back short is not
+        tried again for a moment)."""
         due = self._due(queues, job_types)
         plain = [j for j in due if not self.limited(j)]
         if not self.limits:
@@ -130,8 +132,11 @@ class QueueModel:
         first_plain += self._within_limits(limited, limit - len(first_plain))
         first_limited = self._within_limits(limited, limit)
         first_limited += [j.id for j in plain[: limit - len(first_limited)]]
+        only_limited = self._within_limits(limited, limit)  # the plain claim skipped a while
         order = {j.id: (-j.priority, j.run_at, j.id) for j in due}
-        return [sorted(ids, key=order.__getitem__) for ids in (first_plain, first_limited)]
+        return [
+            sorted(ids, key=order.__getitem__) for ids in (first_plain, first_limited, only_limited)
+        ]
 
     def running(self, kind: str, name: str, key: str | None = None) -> int:
         """Running jobs of a type or queue (of one concurrency key, with `key`)."""

@@ -5,7 +5,9 @@ statement walks an index."""
 
 from __future__ import annotations
 
+import datetime as dt
 import sqlite3
+import time
 import uuid
 from typing import Any, LiteralString
 
@@ -13,11 +15,12 @@ import psycopg
 import pytest
 
 import jobvisor
-from jobvisor import JobStatus, Queue
+from jobvisor import AsyncQueue, JobStatus, Queue
 from jobvisor.queue import browse, sql_postgres, sql_sqlite
 from jobvisor.queue.browse import Count, SupervisorBeat
 from jobvisor.queue.engine import PG_SESSION_SETUP
 from jobvisor.queue.errors import InvalidArgument
+from tests.conftest import run_with
 from tests.queue.helpers import Clock
 
 
@@ -38,6 +41,22 @@ def test_newest_first_pages_cover_every_job_once(queue: Queue) -> None:
     pages = every_page(queue, limit=3)
     assert [len(p) for p in pages] == [3, 3, 1]
     assert [i for p in pages for i in p] == sorted(ids, reverse=True)
+
+
+def test_the_async_face_reads_the_same(aqueue: AsyncQueue) -> None:
+    async def body(q: AsyncQueue) -> None:
+        ids = await q.enqueue_many([{"job_type": "t", "queue": "mail"}] * 3)
+        page = await q.job_page(queue="mail", limit=2)
+        assert [j.id for j in page.jobs] == sorted(ids, reverse=True)[:2]
+        rest = await q.job_page(queue="mail", limit=2, cursor=page.next_cursor)
+        assert [j.id for j in rest.jobs] == [min(ids)] and rest.next_cursor is None
+        (state,) = await q.queue_states()
+        assert state.counts[JobStatus.PENDING] == Count(3)
+        assert len(await q.throughput(minutes=3)) == 3
+        await q.supervisor_heartbeat(SupervisorBeat("s-a", "h", 1, "0.1.0", False, []))
+        assert [r.id for r in await q.supervisors()] == ["s-a"]
+
+    run_with(aqueue, body)
 
 
 def test_filters_by_status_queue_type_and_correlation_id(queue: Queue) -> None:
@@ -231,7 +250,8 @@ def test_every_read_walks_an_index(queue: Queue, url: str) -> None:
         "run_at": None,
         "after": some_id,
         "cap": 10_001,
-        "now": None,
+        # The time, as the runner passes it (no statement reads the clock).
+        "now": dt.datetime.now(dt.UTC) if pg else time.time(),
         "first": 29_000_000,
         "last": 29_000_059,
         "queues": ["q1", "q2"] if pg else '["q1", "q2"]',

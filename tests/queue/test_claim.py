@@ -4,6 +4,7 @@ filters, schedules, and what a claim records."""
 from __future__ import annotations
 
 import collections
+import dataclasses
 import datetime as dt
 import threading
 
@@ -49,12 +50,23 @@ def test_claim_uses_the_default_lease(make_queue: MakeQueue, clock: Clock) -> No
 
 
 def test_each_claim_gets_a_fresh_token(queue: Queue) -> None:
+    """One token per claim call (made by the caller, not by the statement):
+    the pair (id, token) names one claim of one job."""
     queue.enqueue_many([{"job_type": "t"}] * 5)
-    jobs = queue.claim("w", limit=5)
-    assert len({j.claim_token for j in jobs}) == 5
-    queue.release(jobs[0])
+    first = queue.claim("w", limit=2)
+    second = queue.claim("w", limit=3)
+    assert len({j.claim_token for j in first}) == len({j.claim_token for j in second}) == 1
+    assert first[0].claim_token != second[0].claim_token
+    queue.release(first[0])
     (again,) = queue.claim("w")
-    assert again.id == jobs[0].id and again.claim_token != jobs[0].claim_token
+    assert again.id == first[0].id
+    assert again.claim_token not in {first[0].claim_token, second[0].claim_token}
+    # Another claim's token does not hold this job.
+    forged = dataclasses.replace(second[0], claim_token=first[1].claim_token)
+    with pytest.raises(jobvisor.LeaseLost):
+        queue.complete(forged)
+    queue.complete(first[1])
+    assert queue.get(second[0].id).status is JobStatus.RUNNING
 
 
 def test_priority_then_run_at_then_id(cqueue: Queue, clock: Clock, url: str) -> None:

@@ -6,15 +6,27 @@ a job type's default, and bad input refused with nothing written."""
 from __future__ import annotations
 
 import datetime as dt
+from pathlib import Path
 from typing import Any
 
+import psycopg
 import pytest
 
-from jobvisor import AsyncQueue, InvalidArgument, JobStatus, Queue, Registry, Unique
+import jobvisor
+from jobvisor import (
+    AsyncQueue,
+    InvalidArgument,
+    JobStatus,
+    JobvisorError,
+    Queue,
+    Registry,
+    Unique,
+)
 from jobvisor.queue import NewJob
 from tests.conftest import run_with
 from tests.invariants import assert_invariants
 from tests.queue.helpers import Clock, close_to, row_count
+from tests.tracing.test_migration import PENDING, make_version_1
 
 HOUR = 3600
 
@@ -327,3 +339,83 @@ def test_unique_is_a_frozen_value() -> None:
     # A key too long for an index entry is stored as its hash.
     long = Unique(key="\x01" * 1000).base_key("t", "{}")
     assert long.startswith('{"sha256":"') and len(long) < 100
+
+
+def test_a_bad_handler_default_is_refused_at_registration() -> None:
+    registry = Registry()
+    with pytest.raises(InvalidArgument, match=r"expected a jobvisor\.Unique"):
+        registry.add("a", lambda job: None, unique="k")  # type: ignore[arg-type]
+    with pytest.raises(InvalidArgument, match="on_conflict='merge'"):
+        registry.add("b", lambda job: None, unique=Unique(), on_conflict="merge")
+    assert len(registry) == 0
+    registry.add("c", lambda job: None, on_conflict="replace")  # a default for the enqueue's own
+    assert registry.job("c")["on_conflict"] == "replace"
+    assert "unique" not in registry.job("c")
+
+
+def test_unique_on_a_database_upgraded_with_jobs_in_it(url: str) -> None:
+    make_version_1(url)  # jobs in every status, written before the unique columns
+    with jobvisor.connect(url) as q:
+        q.migrate()
+        assert q.get(PENDING).unique_key is None
+        first = q.enqueue("send_email", unique=Unique(key="k-1"))
+        assert q.enqueue("send_email", unique=Unique(key="k-1")) == first
+        (old,) = q.claim("w-new", limit=1)  # the old job, first by priority
+        assert old.id == PENDING
+        q.complete(old)
+        assert q.get(first).unique_key is not None
+    assert row_count(url) == 5
+    assert_invariants(url)
+
+
+def _operations_sql() -> list[str]:
+    """The statements docs/operations.md gives for building the index first."""
+    text = (Path(__file__).resolve().parents[2] / "docs" / "operations.md").read_text()
+    section = text.split("## Unique jobs", 1)[1]
+    block = section.split("```sql\n", 1)[1].split("```", 1)[0]
+    return [s.strip() for s in block.split(";") if s.strip()]
+
+
+def _before_migration_9(pg_url: str, jobs: int) -> None:
+    """A database with `jobs` jobs, migrated up to 0009 and not 0009 itself."""
+    with jobvisor.connect(pg_url) as q:
+        q.migrate()
+        q.enqueue_many([{"job_type": "old"}] * jobs)
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        conn.execute("DROP TRIGGER jobvisor_jobs_unique_release ON jobvisor_jobs")
+        conn.execute("DROP INDEX jobvisor_jobs_unique_idx")
+        conn.execute("ALTER TABLE jobvisor_jobs DROP COLUMN unique_key, DROP COLUMN unique_states")
+        conn.execute("DELETE FROM jobvisor_migrations WHERE version = 9")
+
+
+def test_an_index_built_first_concurrently_is_taken_by_migrate(pg_url: str) -> None:
+    _before_migration_9(pg_url, 100)
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        for statement in _operations_sql():
+            conn.execute(statement.encode())
+    with jobvisor.connect(pg_url) as q:
+        assert q.migrate() == [9]
+        first = q.enqueue("sync", unique=Unique(key="k"))
+        assert q.enqueue("sync", unique=Unique(key="k")) == first
+        (job,) = q.claim("w1", job_types=["sync"])
+        q.complete(job)
+        assert q.get(first).unique_key is None  # the trigger came with the migration
+    assert row_count(pg_url) == 101
+
+
+def test_an_invalid_index_stops_migrate_saying_what_to_do(pg_url: str) -> None:
+    _before_migration_9(pg_url, 2)
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        add_column, build = _operations_sql()
+        conn.execute(add_column.encode())
+        conn.execute("UPDATE jobvisor_jobs SET unique_key = 'same'")  # the build will fail
+        with pytest.raises(psycopg.errors.UniqueViolation):
+            conn.execute(build.encode())
+    with (
+        jobvisor.connect(pg_url) as q,
+        pytest.raises(JobvisorError, match="DROP INDEX CONCURRENTLY"),
+    ):
+        q.migrate()
+    with psycopg.connect(pg_url) as conn:
+        recorded = conn.execute("SELECT version FROM jobvisor_migrations WHERE version = 9")
+        assert recorded.fetchall() == []

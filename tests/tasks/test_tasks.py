@@ -23,6 +23,7 @@ from jobvisor import AsyncQueue, InvalidArgument, Queue, Registry, Unique
 from jobvisor.queue.api import parse_url
 from jobvisor.tasks import NoQueueBound, Task
 from tests.conftest import run_with
+from tests.invariants import query_all
 from tests.queue.helpers import row_count
 from tests.tasks.app import (
     Address,
@@ -287,3 +288,27 @@ def test_unique_and_on_conflict_options(bound: Queue) -> None:
         send_email.with_options(on_conflict="merge")
     with pytest.raises(InvalidArgument, match="on_conflict='merge'"):
         Registry().task(on_conflict="merge")(lambda: None)
+
+
+def test_fleet_limits_and_the_concurrency_key(bound: Queue, url: str) -> None:
+    local = Registry()
+
+    @local.task(concurrency=4, key_concurrency=1, rate="10/s")
+    def sync_ledger(account: int) -> None: ...
+
+    (limit,) = local.limits
+    assert (limit.name, limit.concurrency, limit.key_concurrency, limit.rate) == (
+        "sync_ledger",
+        4,
+        1,
+        "10/s",
+    )
+    job_id = sync_ledger.with_options(using=bound, concurrency_key="account:7").enqueue(7)
+    ((key,),) = query_all(
+        url, [f"SELECT concurrency_key FROM jobvisor_jobs WHERE id = '{job_id}'"]
+    )[0]
+    assert key == "account:7"
+    with pytest.raises(InvalidArgument, match="rate='fast'"):
+        local.task(rate="fast")(lambda: None)
+    with pytest.raises(InvalidArgument, match="concurrency_key=''"):
+        sync_ledger.with_options(concurrency_key="")

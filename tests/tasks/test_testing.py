@@ -6,6 +6,9 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 import decimal
+import json
+import subprocess
+import uuid
 from typing import Any
 
 import pytest
@@ -17,10 +20,12 @@ from jobvisor import (
     JobStatus,
     Queue,
     Registry,
+    Snooze,
     current_correlation_id,
     testing,
 )
 from jobvisor.testing import Recorder, TestingError
+from tests.cli.conftest import JOBVISOR, clean_env
 from tests.conftest import run_with
 from tests.queue.helpers import row_count
 from tests.tasks.app import (
@@ -160,6 +165,9 @@ def test_inline_raises_a_task_s_error_or_records_it() -> None:
     (failed,) = jobs.jobs
     assert isinstance(failed.error, RuntimeError)
     assert str(failed.error) == "bang"
+    with testing.inline() as jobs:
+        later.enqueue(60)  # asks to run again later: recorded, not raised
+    assert isinstance(jobs.assert_enqueued(later).error, Snooze)
 
 
 def test_inline_runs_what_a_task_enqueues() -> None:
@@ -253,3 +261,19 @@ def test_drain_settles_cancels_bad_results_and_async_handlers_as_a_worker_does(
     assert drained.errors[bad].startswith("InvalidResult: result=b'not JSON'")
     assert queue.get(bad).status == JobStatus.DEAD
     assert queue.get(ok).result == {"seen": {"n": 1}, "correlation_id": "req-1"}
+
+
+def test_a_job_enqueued_by_the_command_line_runs_its_task(queue: Queue, url: str) -> None:
+    """The payload shape `jobvisor enqueue` is given in docs/operations.md."""
+    payload = '{"order": ' + json.dumps(ship.payload(ORDER, CUSTOMER)["order"])
+    payload += ', "customer": {"name": "Lin", "email": "lin@example.org", "since": "2024-02-29"}}'
+    done = subprocess.run(
+        [str(JOBVISOR), "enqueue", "ship_order", "--payload", payload],
+        env=clean_env(JOBVISOR_DATABASE_URL=url),
+        capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    job_id = uuid.UUID(done.stdout.strip())
+    drained = testing.drain(queue, registry=registry)
+    assert drained.completed == [job_id]
+    assert ship.result(queue.get(job_id)).city == "BREST"

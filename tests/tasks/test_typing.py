@@ -18,7 +18,7 @@ import asyncio
 import dataclasses
 import uuid
 
-from jobvisor import Queue, Registry
+from jobvisor import Job, Queue, Registry
 
 registry = Registry()
 
@@ -58,6 +58,12 @@ def use(q: Queue) -> None:
     print(first, ids, returned, total)
 
 
+def results(job: Job) -> None:
+    sent: str = send_email.result(job)
+    total: int = add.result(job)  # the async task's value, not a coroutine
+    print(sent, total)
+
+
 async def use_async() -> None:
     job_id: uuid.UUID = await add.enqueue_async(1, b=2)
     await add.enqueue_many_async([add.args(n, n) for n in range(3)])
@@ -79,6 +85,11 @@ def misuse() -> None:
     send_email.args(to="a")  # E: Missing positional argument "subject"
     text: str = send_email.enqueue("a", "b")  # E: (expression has type "UUID"
     print(text)
+
+
+def misread(job: Job) -> None:
+    total: str = add.result(job)  # E: (expression has type "int", variable has type "str")
+    print(total)
 
 
 async def misuse_async() -> None:

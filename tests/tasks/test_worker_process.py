@@ -8,8 +8,19 @@ import decimal
 
 import pytest
 
-from jobvisor import JobStatus, Queue
-from tests.tasks.app import Address, Customer, Line, Order, Speed, add, explode, registry, ship
+from jobvisor import InvalidArgument, JobStatus, Queue
+from tests.tasks.app import (
+    Address,
+    Customer,
+    Line,
+    Order,
+    Receipt,
+    Speed,
+    add,
+    explode,
+    registry,
+    ship,
+)
 from tests.tasks.app import whoami as whoami_task
 from tests.worker.helpers import running_worker
 
@@ -44,7 +55,20 @@ def test_a_worker_runs_tasks_with_their_declared_types(queue: Queue, url: str) -
         "speed": "express",
         "deliver_by": "2026-07-01",
     }
+    assert ship.result(done[0]) == Receipt(
+        order_id=42,
+        total=decimal.Decimal("6.30"),
+        city="NANTES",
+        customer_years=7,
+        speed=Speed.EXPRESS,
+        deliver_by=dt.date(2026, 7, 1),
+    )
     assert done[1].result == 42
+    assert add.result(done[1]) == 42
+    with pytest.raises(InvalidArgument, match="expected a job of the task 'add'"):
+        add.result(done[0])
+    with pytest.raises(InvalidArgument, match="is dead: expected a completed job"):
+        explode.result(dead)
     assert done[2].result == {"tag": "me", "job_id": str(asked), "attempt": 1}
     assert dead.status == JobStatus.DEAD
     assert dead.last_error is not None

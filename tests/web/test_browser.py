@@ -5,6 +5,7 @@ when set: that is how docs/dashboard.png is made)."""
 
 from __future__ import annotations
 
+import datetime as dt
 import os
 import shutil
 from collections.abc import Iterator
@@ -12,10 +13,12 @@ from pathlib import Path
 
 import pytest
 
+import jobvisor
 from jobvisor import JobStatus, Queue
 from jobvisor.queue.browse import SupervisorBeat
 from jobvisor.web import app
 from tests.invariants import assert_invariants
+from tests.queue.helpers import Clock
 
 from .conftest import TOKEN, serving
 from .test_pages import dead_job
@@ -26,7 +29,8 @@ CHROMIUM = "/usr/bin/chromium"
 webdriver = pytest.importorskip("selenium.webdriver", reason="selenium is not installed")
 from selenium.webdriver.common.by import By  # noqa: E402
 from selenium.webdriver.remote.webdriver import WebDriver  # noqa: E402
-from selenium.webdriver.support.ui import Select  # noqa: E402
+from selenium.webdriver.support.expected_conditions import staleness_of  # noqa: E402
+from selenium.webdriver.support.ui import Select, WebDriverWait  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -67,13 +71,40 @@ def shot(browser: WebDriver, tmp_path: Path, name: str) -> None:
         browser.save_screenshot(str(Path(wanted) / f"{name}.png"))
 
 
+def go(browser: WebDriver, by: str, value: str) -> None:
+    """Click what leads to another page, and wait until that page is there
+    (a click returns before the page it asked for has loaded)."""
+    old = browser.find_element(By.TAG_NAME, "html")
+    browser.find_element(by, value).click()
+    WebDriverWait(browser, 15).until(staleness_of(old))
+
+
 def text(browser: WebDriver, css: str) -> str:
     return str(browser.find_element(By.CSS_SELECTOR, css).text)
 
 
-def fill(queue: Queue) -> None:
+def last_hour(url: str) -> None:
+    """Jobs finished over the last hour, minute by minute (a queue on a
+    clock set back), so the chart has a shape."""
+    clock = Clock(dt.datetime.now(dt.UTC) - dt.timedelta(minutes=55))
+    with jobvisor.connect(url, clock=clock) as past:
+        for minute in range(55):
+            done = 6 + (minute * 7) % 13
+            failing = 2 if minute % 9 == 4 else 0
+            past.enqueue_many([{"job_type": "resize", "queue": "images"}] * done)
+            past.enqueue_many([{"job_type": "charge", "max_attempts": 1}] * failing)
+            for job in past.claim("w-7f3a", limit=done + failing):
+                if job.job_type == "charge":
+                    past.fail(job, "OSError: card network unreachable")
+                else:
+                    past.complete(job)
+            clock.advance(60)
+
+
+def fill(queue: Queue, url: str) -> None:
     """A fleet worth looking at: three queues, a paused one, dead and
     finished jobs, a supervisor with two workers."""
+    last_hour(url)
     queue.enqueue_many([{"job_type": "send_email", "queue": "mail"}] * 12)
     queue.enqueue_many([{"job_type": "resize", "queue": "images", "payload": {"w": 640}}] * 5)
     for job in queue.claim("w-7f3a", limit=4, queues=["images"]):
@@ -88,37 +119,38 @@ def fill(queue: Queue) -> None:
 def test_overview_filter_open_refuse_then_requeue_with_the_token(
     browser: WebDriver, site: str, queue: Queue, url: str, tmp_path: Path
 ) -> None:
-    fill(queue)
+    fill(queue, url)
     job_id = dead_job(queue, "charge_card", {"order": 1234, "note": "<script>alert(1)</script>"})
     browser.get(site + "/")
     assert "mail" in text(browser, "#queues")
     assert "app-1" in text(browser, "#fleet")
     shot(browser, tmp_path, "dashboard")
 
-    browser.find_element(By.LINK_TEXT, "Jobs").click()
+    go(browser, By.LINK_TEXT, "Jobs")
     Select(browser.find_element(By.NAME, "status")).select_by_value("dead")
-    browser.find_element(By.ID, "apply").click()
+    browser.find_element(By.NAME, "job_type").send_keys("charge_card")
+    go(browser, By.ID, "apply")
     rows = browser.find_elements(By.CSS_SELECTOR, "#jobs tbody tr")
     assert [r.get_attribute("data-status") for r in rows] == ["dead"]
     assert "<script>alert(1)</script>" in text(browser, "#jobs")  # shown as text
     shot(browser, tmp_path, "jobs")
 
-    browser.find_element(By.LINK_TEXT, str(job_id)).click()
+    go(browser, By.LINK_TEXT, str(job_id))
     assert text(browser, "#job-status") == "dead"
     assert "no such account" in text(browser, "#errors")
-    browser.find_element(By.CSS_SELECTOR, 'button[data-action="requeue"]').click()
+    go(browser, By.CSS_SELECTOR, 'button[data-action="requeue"]')
     assert "log in first" in text(browser, "#refused")
     assert queue.get(job_id).status == JobStatus.DEAD
     shot(browser, tmp_path, "refused")
 
-    browser.find_element(By.LINK_TEXT, "Log in").click()
+    go(browser, By.LINK_TEXT, "Log in")
     browser.find_element(By.NAME, "token").send_keys(TOKEN)
-    browser.find_element(By.CSS_SELECTOR, "#login button").click()
+    go(browser, By.CSS_SELECTOR, "#login button")
     assert "Logged in" in text(browser, "#flash")
     browser.get(f"{site}/jobs/{job_id}")
-    browser.find_element(By.CSS_SELECTOR, 'button[data-action="requeue"]').click()
+    go(browser, By.CSS_SELECTOR, 'button[data-action="requeue"]')
     assert "Requeue 1 dead job" in text(browser, "#describe")
-    browser.find_element(By.ID, "yes").click()
+    go(browser, By.ID, "yes")
     assert text(browser, "#flash") == "Requeued 1 dead job."
     assert text(browser, "#job-status") == "pending"
     assert queue.get(job_id).status == JobStatus.PENDING
@@ -131,21 +163,21 @@ def test_pause_and_resume_a_queue(
     queue.enqueue("send_email", queue="mail")
     browser.get(site + "/login")
     browser.find_element(By.NAME, "token").send_keys(TOKEN)
-    browser.find_element(By.CSS_SELECTOR, "#login button").click()
+    go(browser, By.CSS_SELECTOR, "#login button")
 
     def row() -> str:
         return text(browser, '#queues tr[data-queue="mail"]')
 
     def button(action: str) -> None:
         css = f'tr[data-queue="mail"] button[data-action="{action}"]'
-        browser.find_element(By.CSS_SELECTOR, css).click()
+        go(browser, By.CSS_SELECTOR, css)
 
     button("pause")
-    browser.find_element(By.ID, "yes").click()
+    go(browser, By.ID, "yes")
     assert text(browser, "#flash") == "Paused queue 'mail'."
     assert "paused" in row() and queue.paused() == ["mail"]
     shot(browser, tmp_path, "paused")
     button("resume")
-    browser.find_element(By.ID, "yes").click()
+    go(browser, By.ID, "yes")
     assert text(browser, "#flash") == "Resumed queue 'mail'."
     assert queue.paused() == []

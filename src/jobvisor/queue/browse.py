@@ -28,11 +28,11 @@ from typing import Any, Final
 from . import validate
 from .engine import Dialect, Plan, Steps, Stmt
 from .errors import InvalidArgument
-from .model import UTC, JobStatus
-from .ops import Ctx
+from .model import UTC, JobStatus, LimitScope
+from .ops import Ctx, limit_from_row
 
-COUNT_CAP: Final = 10_000  # jobs counted exactly per status before sampling
-SAMPLE_ROWS: Final = 20_000  # about how many rows a sampled count reads
+COUNT_CAP: Final = 1_000  # jobs counted exactly per status before sampling
+SAMPLE_ROWS: Final = 10_000  # about how many rows a sampled count reads
 PAGE_DEFAULT: Final = 50
 PAGE_MAX: Final = 500
 THROUGHPUT_MINUTES: Final = 60
@@ -91,12 +91,14 @@ class Count:
 @dataclasses.dataclass(frozen=True, slots=True)
 class QueueState:
     """One queue on the overview: its jobs by status, whether it is paused,
-    and how long its oldest due job has waited (None: none is due)."""
+    how long its oldest due job has waited (None: none is due), and its
+    fleet-wide limits in one phrase ("" for none)."""
 
     name: str
     counts: Mapping[JobStatus, Count]
     paused: bool
     oldest_due_age: float | None
+    limits: str = ""
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -311,9 +313,9 @@ def _sample_percent(estimate: float) -> float:
 
 
 def queue_states(ctx: Ctx, *, cap: int = COUNT_CAP) -> Plan[list[QueueState]]:
-    """Every queue with a job or a pause, by name: its jobs by status (exact
-    up to `cap` per status, "about" past it), paused or not, and its oldest
-    due job's age."""
+    """Every queue with a job, a pause or a limit, by name: its jobs by
+    status (exact up to `cap` per status, "about" past it), paused or not,
+    its oldest due job's age, and its limits."""
     d = ctx.dialect
     validate.count("cap", cap, high=validate.MAX_INT32 - 1)
 
@@ -330,7 +332,12 @@ def queue_states(ctx: Ctx, *, cap: int = COUNT_CAP) -> Plan[list[QueueState]]:
         if over:
             yield from _sampled(d, over, counts)
         paused = {r[0] for r in (yield Stmt(d.sql.QUEUE_PAUSED_LIST, fetch="all"))}
-        names = sorted({queue for queue, _ in counts} | paused)
+        limited = {
+            lim.name: lim.describe()
+            for lim in map(limit_from_row, (yield Stmt(d.sql.LIMIT_LIST, fetch="all")))
+            if lim.scope is LimitScope.QUEUE
+        }
+        names = sorted({queue for queue, _ in counts} | paused | set(limited))
         ages: dict[str, float | None] = {}
         if names:
             params = {"queues": d.names(names), "now": ctx.now()}
@@ -342,6 +349,7 @@ def queue_states(ctx: Ctx, *, cap: int = COUNT_CAP) -> Plan[list[QueueState]]:
                 counts={s: counts.get((name, s), Count(0)) for s in JobStatus},
                 paused=name in paused,
                 oldest_due_age=ages.get(name),
+                limits=limited.get(name, ""),
             )
             for name in names
         ]

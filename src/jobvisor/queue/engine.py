@@ -47,7 +47,7 @@ from .errors import (
     JobvisorError,
     SchemaMissing,
 )
-from .model import UTC, Job, JobStatus, NewJob
+from .model import UTC, Job, JobStatus
 
 T = TypeVar("T")
 
@@ -67,6 +67,9 @@ class Stmt:
     for the statements up to the next `commit` (a plan that has one already,
     and SQLite, where every plan has one, go on in theirs).
 
+    A `copy` with `types` (the columns' PostgreSQL types) goes in binary
+    format; a `jsonb` column then takes JSON text as it is.
+
     `sql` is a `LiteralString`: a statement of the engine's SQL module, never
     one built at run time (values go in `params`; tests/queue/test_engine.py
     checks every statement handed to a `Stmt` is such a constant).
@@ -76,6 +79,7 @@ class Stmt:
     params: dict[str, Any] | None = None
     fetch: Fetch = "rowcount"
     rows: Sequence[Sequence[Any]] = ()
+    types: Sequence[str] = ()
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -128,10 +132,13 @@ class SqlSet(Protocol):
     MIGRATIONS_APPLIED: LiteralString
     MIGRATION_RECORD: LiteralString
     MIGRATIONS_TABLE_EXISTS: LiteralString
+    CLOCK_SAMPLE: LiteralString
     CLOCK_NOW: LiteralString
     JOB_COLUMNS_COPY: LiteralString
     JOB_INSERT: LiteralString
     JOB_GET_LIVE_BY_DEDUPE_KEY: LiteralString
+    JOB_INSERT_KEYED_MANY: LiteralString
+    JOB_GET_LIVE_BY_DEDUPE_KEYS: LiteralString
     JOB_INSERT_UNIQUE: LiteralString
     JOB_INSERT_UNIQUE_REPLACE: LiteralString
     JOB_GET_BY_UNIQUE_KEY: LiteralString
@@ -208,6 +215,9 @@ class Dialect(Protocol):
     name: str
     sql: SqlSet
     notifies: bool
+    copy_types: tuple[str, ...]
+    """The column types of JOB_COLUMNS_COPY for a binary COPY (empty: the
+    engine's bulk insert needs none)."""
 
     def id(self, value: uuid.UUID) -> Any: ...
 
@@ -221,6 +231,10 @@ class Dialect(Protocol):
 
     def token(self, job: Job) -> Any: ...
 
+    def claim_token(self, value: uuid.UUID) -> Any:
+        """A new claim token as the claim statement takes it."""
+        ...
+
     def results(self, jobs: Sequence[Job], results: Mapping[uuid.UUID, str] | None) -> Any:
         """These jobs' entries of a JSON-text-by-id map, as a batch statement
         takes them (a completion's results, a renewal's progress)."""
@@ -230,6 +244,10 @@ class Dialect(Protocol):
         """(job_type or None for the default, base, cap, jitter) rows for the reaper."""
         ...
 
+    def keyed_rows(self, rows: Sequence[Sequence[Any]]) -> dict[str, Any]:
+        """Bulk rows (`queue.bulk`'s, times set) as JOB_INSERT_KEYED_MANY takes them."""
+        ...
+
     def id_out(self, value: Any) -> uuid.UUID: ...
 
     def taken(self, counts: Sequence[tuple[str, str, int]], now: Any) -> dict[str, Any]:
@@ -237,8 +255,6 @@ class Dialect(Protocol):
         ...
 
     def meta(self, value: dict[str, Any] | None) -> str | None: ...
-
-    def copy_row(self, job: NewJob, run_at: Any, now: Any) -> tuple[Any, ...]: ...
 
     def add_seconds(self, when: Any, seconds: float) -> Any: ...
 
@@ -256,6 +272,10 @@ class PostgresDialect:
     name = "postgres"
     sql: SqlSet = sql_postgres
     notifies = True
+    copy_types: tuple[str, ...] = (
+        *("uuid", "text", "text", "jsonb", "int4", "timestamptz", "int4"),
+        *("text", "text", "timestamptz", "jsonb", "text"),
+    )
 
     def id(self, value: uuid.UUID) -> Any:
         return value
@@ -272,8 +292,19 @@ class PostgresDialect:
     def token(self, job: Job) -> Any:
         return job.claim_token
 
+    def claim_token(self, value: uuid.UUID) -> Any:
+        return value
+
     def results(self, jobs: Sequence[Job], results: Mapping[uuid.UUID, str] | None) -> Any:
         return [results.get(j.id) for j in jobs] if results else None
+
+    def keyed_rows(self, rows: Sequence[Sequence[Any]]) -> dict[str, Any]:
+        names: tuple[str, ...] = ("ids", "queues", "job_types", "payloads", "priorities")
+        names += ("run_ats", "max_attempts", "dedupe_keys", "correlation_ids", "created", "metas")
+        names += ("concurrency_keys",)
+        columns = {name: [row[i] for row in rows] for i, name in enumerate(names)}
+        del columns["created"]  # the statement's own `now`
+        return columns
 
     def policies(self, rows: Sequence[tuple[str | None, float, float, float]]) -> dict[str, Any]:
         return {
@@ -296,9 +327,6 @@ class PostgresDialect:
 
     def meta(self, value: dict[str, Any] | None) -> str | None:
         return _meta_json(value)
-
-    def copy_row(self, job: NewJob, run_at: Any, now: Any) -> tuple[Any, ...]:
-        return _copy_row(job, job.id, run_at, now)
 
     def add_seconds(self, when: Any, seconds: float) -> Any:
         return when + dt.timedelta(seconds=seconds)
@@ -352,24 +380,6 @@ def _left_behind(row: Sequence[Any], at: Callable[[Any], dt.datetime]) -> tuple[
     )
 
 
-def _copy_row(job: NewJob, job_id: Any, run_at: Any, now: Any) -> tuple[Any, ...]:
-    """A new job's row for the bulk insert, its columns in the statement's order."""
-    return (
-        job_id,
-        job.queue,
-        job.job_type,
-        job.payload_json,
-        job.priority,
-        run_at,
-        job.max_attempts,
-        job.dedupe_key,
-        job.correlation_id,
-        now,
-        _meta_json(job.meta),
-        job.concurrency_key,
-    )
-
-
 def _epoch(value: dt.datetime | None) -> float | None:
     return None if value is None else value.timestamp()
 
@@ -385,6 +395,7 @@ class SqliteDialect:
     name = "sqlite"
     sql: SqlSet = sql_sqlite
     notifies = False
+    copy_types: tuple[str, ...] = ()
 
     def id(self, value: uuid.UUID) -> Any:
         return str(value)
@@ -402,6 +413,9 @@ class SqliteDialect:
     def token(self, job: Job) -> Any:
         return job.claim_token.hex if job.claim_token else None
 
+    def claim_token(self, value: uuid.UUID) -> Any:
+        return value.hex
+
     def results(self, jobs: Sequence[Job], results: Mapping[uuid.UUID, str] | None) -> Any:
         if not results:
             return None
@@ -409,6 +423,9 @@ class SqliteDialect:
 
     def policies(self, rows: Sequence[tuple[str | None, float, float, float]]) -> dict[str, Any]:
         return {"policies": json.dumps([list(r) for r in rows])}
+
+    def keyed_rows(self, rows: Sequence[Sequence[Any]]) -> dict[str, Any]:
+        return {"rows": json.dumps([[*row[:9], *row[10:]] for row in rows])}
 
     def id_out(self, value: Any) -> uuid.UUID:
         return uuid.UUID(value)
@@ -421,9 +438,6 @@ class SqliteDialect:
 
     def add_seconds(self, when: Any, seconds: float) -> Any:
         return when + seconds
-
-    def copy_row(self, job: NewJob, run_at: Any, now: Any) -> tuple[Any, ...]:
-        return _copy_row(job, str(job.id), run_at, now)  # SQLite keeps ids as text
 
     def job(self, row: Sequence[Any]) -> Job:
         return Job(
@@ -634,6 +648,72 @@ def check_conninfo(url: str) -> None:
         raise InvalidArgument(f"database URL: {_one_line(exc)}") from exc
 
 
+# --- the time of a statement ----------------------------------------------------
+
+# How long one reading of the database's clock is carried forward before the
+# next: long enough that reading costs nothing, short enough that a server
+# whose clock was stepped is followed within the minute.
+CLOCK_REFRESH: Final = 60.0
+
+
+class DatabaseClock:
+    """The database server's time as this process reckons it, for the `now`
+    parameter every statement takes (no statement that changes a row calls
+    `now()`, see the SQL modules).
+
+    It is read from the server (`CLOCK_SAMPLE`, taken to be midway through
+    the round trip), when a pool opens a connection and whenever the last
+    reading is older than `CLOCK_REFRESH`, and carried forward by this
+    process's monotonic clock in between: times still come from the
+    database's clock, to within half a round trip, and a step of this host's
+    wall clock changes nothing."""
+
+    def __init__(self) -> None:
+        self._reading: tuple[dt.datetime, float] | None = None
+
+    def due(self) -> bool:
+        """Whether the server's clock should be read before the next statement."""
+        reading = self._reading
+        return reading is None or time.monotonic() - reading[1] > CLOCK_REFRESH
+
+    def set(self, server: dt.datetime, before: float, after: float) -> None:
+        """Record a reading: `server`'s time, read between these two
+        monotonic instants."""
+        self._reading = (server, (before + after) / 2)
+
+    def read(self, cur: Any) -> None:
+        """Read the server's clock on a psycopg cursor or connection."""
+        before = time.monotonic()
+        (server,) = cur.execute(sql_postgres.CLOCK_SAMPLE).fetchone()
+        self.set(server, before, time.monotonic())
+
+    async def read_async(self, cur: Any) -> None:
+        """`read` on an async cursor or connection."""
+        before = time.monotonic()
+        (server,) = await (await cur.execute(sql_postgres.CLOCK_SAMPLE)).fetchone()
+        self.set(server, before, time.monotonic())
+
+    def now(self) -> dt.datetime:
+        reading = self._reading
+        if reading is None:
+            raise RuntimeError("the database's clock was never read")
+        server, at = reading
+        return server + dt.timedelta(seconds=time.monotonic() - at)
+
+
+def _local_time() -> float:
+    """SQLite's own clock is this host's: Unix epoch seconds."""
+    return time.time()
+
+
+def with_time(params: dict[str, Any] | None, now: Callable[[], Any]) -> dict[str, Any] | None:
+    """The parameters of a statement, its `now` filled in when the plan left
+    it None (no injected clock): the engine's time at this very statement."""
+    if params is None or params.get("now", False) is not None:
+        return params
+    return {**params, "now": now()}
+
+
 # --- PostgreSQL ---------------------------------------------------------------
 
 # The pool logs each failed connection attempt; the runners raise what it
@@ -655,14 +735,16 @@ class _PgStep:
     query: Query | None = None
     params: dict[str, Any] | None = None
     copy: Sequence[Sequence[Any]] | None = None
+    types: Sequence[str] = ()
     fetch: Fetch | None = None
 
 
-def _pg_step(step: Step, *, opening: LiteralString | None) -> _PgStep:
+def _pg_step(step: Step, *, opening: LiteralString | None, clock: DatabaseClock) -> _PgStep:
     """The one dispatch of a step on PostgreSQL. `opening`: the plan runs in
     a transaction of our own on an autocommit connection, begun with that
     statement, so a `commit` step opens the next one with it (behind
-    PgBouncer the planner settings are set again, see `PgSession`)."""
+    PgBouncer the planner settings are set again, see `PgSession`). A `now`
+    left None is the database's time (`clock`)."""
     if isinstance(step, Script):
         # Migration scripts are package data, not literals: passed as bytes,
         # psycopg runs them as they are (several statements, no parameters).
@@ -673,12 +755,34 @@ def _pg_step(step: Step, *, opening: LiteralString | None) -> _PgStep:
     if fetch == "begin":
         return _PgStep(begin=None if opening else "BEGIN")
     if fetch == "copy":
-        return _PgStep(query=step.sql, copy=step.rows)
-    return _PgStep(query=step.sql, params=step.params, fetch=fetch)
+        return _PgStep(query=step.sql, copy=step.rows, types=step.types)
+    return _PgStep(query=step.sql, params=with_time(step.params, clock.now), fetch=fetch)
 
 
-def _pg_execute(cur: Any, step: Step, *, opening: LiteralString | None = None) -> Any:
-    s = _pg_step(step, opening=opening)
+class _JsonTextBinaryDumper(psycopg.adapt.Dumper):
+    """JSON text, already encoded and checked, in jsonb's binary form: a
+    version byte, then the text (the stock jsonb dumper would encode it again)."""
+
+    oid = psycopg.adapters.types["jsonb"].oid
+    format = psycopg.pq.Format.BINARY
+
+    def dump(self, obj: Any) -> bytes:
+        text: str = obj
+        return b"\x01" + text.encode()
+
+
+def _copy_types(cur: Any, copy: Any, types: Sequence[str]) -> None:
+    """Make a COPY binary with these column types; jsonb columns take text.
+    (The dumper is the cursor's own: a plan's cursor lives for one plan.)"""
+    if types:
+        cur.adapters.register_dumper(None, _JsonTextBinaryDumper)
+        copy.set_types(types)
+
+
+def _pg_execute(
+    cur: Any, step: Step, *, clock: DatabaseClock, opening: LiteralString | None = None
+) -> Any:
+    s = _pg_step(step, opening=opening, clock=clock)
     if s.commit:
         cur.connection.commit()
     if s.begin is not None:
@@ -687,6 +791,7 @@ def _pg_execute(cur: Any, step: Step, *, opening: LiteralString | None = None) -
         return None
     if s.copy is not None:
         with cur.copy(s.query) as copy:
+            _copy_types(cur, copy, s.types)
             for row in s.copy:
                 copy.write_row(row)
         return None
@@ -698,8 +803,10 @@ def _pg_execute(cur: Any, step: Step, *, opening: LiteralString | None = None) -
     return cur.rowcount
 
 
-async def _pg_execute_async(cur: Any, step: Step, *, opening: LiteralString | None = None) -> Any:
-    s = _pg_step(step, opening=opening)
+async def _pg_execute_async(
+    cur: Any, step: Step, *, clock: DatabaseClock, opening: LiteralString | None = None
+) -> Any:
+    s = _pg_step(step, opening=opening, clock=clock)
     if s.commit:
         await cur.connection.commit()
     if s.begin is not None:
@@ -708,6 +815,7 @@ async def _pg_execute_async(cur: Any, step: Step, *, opening: LiteralString | No
         return None
     if s.copy is not None:
         async with cur.copy(s.query) as copy:
+            _copy_types(cur, copy, s.types)
             for row in s.copy:
                 await copy.write_row(row)
         return None
@@ -799,6 +907,7 @@ class PostgresRunner:
     ) -> None:
         self.target = url
         self.connecting = _Connecting()
+        self.clock = clock = DatabaseClock()
         self.session = session = PgSession.build(
             synchronous_commit=synchronous_commit, pgbouncer=pgbouncer
         )
@@ -806,7 +915,8 @@ class PostgresRunner:
         def configure(conn: psycopg.Connection[Any]) -> None:
             if session.setup is not None:
                 conn.execute(session.setup)
-                conn.commit()
+            clock.read(conn)  # a new connection may be to a new server
+            conn.commit()
 
         self.pool = ConnectionPool(
             url,
@@ -827,15 +937,22 @@ class PostgresRunner:
 
     def run(self, plan: Plan[T]) -> T:
         try:
+            clock = self.clock
             if plan.conn is not None:
                 with plan.conn.cursor() as cur:
-                    return drive(plan.steps, lambda s: _pg_execute(cur, s))
+                    if clock.due():
+                        clock.read(cur)
+                    return drive(plan.steps, lambda s: _pg_execute(cur, s, clock=clock))
             self._first_connection()
             opening = self.session.opening(plan)
             with self.pool.connection() as conn, conn.cursor() as cur:
+                if clock.due():
+                    clock.read(cur)
                 if opening is not None:
                     cur.execute(opening)
-                return drive(plan.steps, lambda s: _pg_execute(cur, s, opening=opening))
+                return drive(
+                    plan.steps, lambda s: _pg_execute(cur, s, clock=clock, opening=opening)
+                )
         except PoolTimeout as exc:
             raise self.connecting.unavailable(exc) from exc
         except psycopg.Error as exc:
@@ -875,6 +992,7 @@ class AsyncPostgresRunner:
     ) -> None:
         self.target = url
         self.connecting = _Connecting()
+        self.clock = clock = DatabaseClock()
         self.session = session = PgSession.build(
             synchronous_commit=synchronous_commit, pgbouncer=pgbouncer
         )
@@ -882,7 +1000,8 @@ class AsyncPostgresRunner:
         async def configure(conn: psycopg.AsyncConnection[Any]) -> None:
             if session.setup is not None:
                 await conn.execute(session.setup)
-                await conn.commit()
+            await clock.read_async(conn)  # a new connection may be to a new server
+            await conn.commit()
 
         self.pool = AsyncConnectionPool(
             url,
@@ -916,20 +1035,25 @@ class AsyncPostgresRunner:
             await self._first_connection()
             opening = self.session.opening(plan)
             async with self.pool.connection() as conn, conn.cursor() as cur:
-                if opening is not None:
-                    await cur.execute(opening)
                 return await self._drive(cur, plan.steps, opening=opening)
         except PoolTimeout as exc:
             raise self.connecting.unavailable(exc) from exc
         except psycopg.Error as exc:
             raise wrap_postgres(exc) from exc
 
-    @staticmethod
-    async def _drive(cur: Any, steps: Steps[T], *, opening: LiteralString | None = None) -> T:
+    async def _drive(self, cur: Any, steps: Steps[T], *, opening: LiteralString | None = None) -> T:
+        """Run `steps` on `cur`, in a transaction begun by `opening` when one is given."""
+        clock = self.clock
+        if clock.due():
+            await clock.read_async(cur)
+        if opening is not None:
+            await cur.execute(opening)
         result: Any = None
         try:
             while True:
-                result = await _pg_execute_async(cur, steps.send(result), opening=opening)
+                result = await _pg_execute_async(
+                    cur, steps.send(result), clock=clock, opening=opening
+                )
         except StopIteration as stop:
             return stop.value  # type: ignore[no-any-return]
 
@@ -987,7 +1111,7 @@ def _sqlite_execute(conn: sqlite3.Connection, step: Step, *, own: bool) -> Any:
     if fetch == "copy":
         conn.executemany(step.sql, step.rows)
         return None
-    cur = conn.execute(step.sql, step.params or {})
+    cur = conn.execute(step.sql, with_time(step.params, _local_time) or {})
     if fetch == "all":
         return cur.fetchall()
     if fetch == "one":
@@ -1196,13 +1320,17 @@ class BorrowedRunner:
         self.dialect = dialect
         self.lend = lend
         self.target = "(borrowed connection)"
+        self.clock = DatabaseClock()
 
     def run(self, plan: Plan[T]) -> T:
         conn = plan.conn if plan.conn is not None else self.lend()
         try:
             if self.dialect is POSTGRES:
+                clock = self.clock
                 with _plain_cursor(conn) as cur:
-                    return drive(plan.steps, lambda s: _pg_execute(cur, _lendable(s)))
+                    if clock.due():
+                        clock.read(cur)
+                    return drive(plan.steps, lambda s: _pg_execute(cur, _lendable(s), clock=clock))
             return drive(plan.steps, lambda s: _sqlite_execute(conn, _lendable(s), own=False))
         except psycopg.Error as exc:
             raise wrap_postgres(exc) from exc

@@ -17,7 +17,7 @@ import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, cast
 
-from ..backoff import backoff
+from ..backoff import backoff, retry_draw
 from . import validate
 from .errors import InvalidArgument
 
@@ -89,8 +89,8 @@ class Job:
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class RetryPolicy:
-    """Exponential backoff with full jitter: attempt n waits up to base * 2**(n-1),
-    capped at `cap` seconds, and at least `base * (1 - jitter)` of that."""
+    """Exponential backoff with jitter: attempt n waits up to base * 2**(n-1),
+    capped at `cap` seconds, and at least `(1 - jitter)` of that."""
 
     base: float = 1.0
     cap: float = 3600.0
@@ -104,9 +104,11 @@ class RetryPolicy:
         if not (isinstance(self.jitter, int | float) and 0 <= self.jitter <= 1):
             raise InvalidArgument(f"RetryPolicy jitter={self.jitter!r}: expected 0..1")
 
-    def delay(self, attempt: int) -> float:
-        """Seconds to wait after failed attempt number `attempt` (1-based)."""
-        return backoff(attempt, base=self.base, cap=self.cap, jitter=self.jitter)
+    def delay(self, attempt: int, job_id: uuid.UUID | None = None) -> float:
+        """Seconds to wait after failed attempt number `attempt` (1-based);
+        for a job, its jitter is the job's own (`retry_draw`), as the reaper's."""
+        draw = None if job_id is None else retry_draw(job_id, attempt)
+        return backoff(attempt, base=self.base, cap=self.cap, jitter=self.jitter, draw=draw)
 
 
 DEFAULT_RETRY = RetryPolicy()
@@ -281,24 +283,44 @@ def new_job_id() -> uuid.UUID:
     append-mostly. Within one process ids strictly increase (the counter
     counts up inside a millisecond), so jobs that tie on priority and run_at
     (an `enqueue_many` batch) are claimed in the order they were enqueued."""
+    return new_job_ids(1)[0]
+
+
+def new_job_ids(count: int) -> list[uuid.UUID]:
+    """`count` ids as `new_job_id` makes them, strictly increasing, drawn at
+    once: one lock and one read of randomness for the whole batch."""
+    stamps = _stamps(count)
+    rand = os.urandom(8 * count)
+    low = (1 << 62) - 1
+    made = []
+    for i, stamp in enumerate(stamps):
+        tail = int.from_bytes(rand[8 * i : 8 * i + 8], "big") & low
+        made.append(uuid.UUID(int=stamp | tail))
+    return made
+
+
+def _stamps(count: int) -> list[int]:
+    """The upper 66 bits (milliseconds, version, counter, variant) of the
+    next `count` ids, counting on from the last id of this process."""
     global _last_id
     with _id_lock:
         ms = time.time_ns() // 1_000_000
-        last_ms, last_counter = _last_id
+        last_ms, counter = _last_id
         if ms > last_ms:
-            counter = int.from_bytes(os.urandom(2), "big") & 0x7FF  # room to count up
-        elif last_counter < 0xFFF:
-            ms, counter = last_ms, last_counter + 1
+            counter = (int.from_bytes(os.urandom(2), "big") & 0x7FF) - 1  # room to count up
         else:
-            ms, counter = last_ms + 1, 0  # 4096 ids in one millisecond: borrow the next
+            ms = last_ms
+        stamps = []
+        for _ in range(count):
+            if counter < 0xFFF:
+                counter += 1
+            else:
+                ms, counter = ms + 1, 0  # 4096 ids in one millisecond: borrow the next
+            stamps.append(
+                ((ms & ((1 << 48) - 1)) << 80) | (0x7 << 76) | (counter << 64) | (0b10 << 62)
+            )
         _last_id = (ms, counter)
-    rand = int.from_bytes(os.urandom(8), "big")
-    value = (ms & ((1 << 48) - 1)) << 80
-    value |= 0x7 << 76
-    value |= counter << 64
-    value |= 0b10 << 62
-    value |= rand & ((1 << 62) - 1)
-    return uuid.UUID(int=value)
+    return stamps
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -361,11 +383,9 @@ class NewJob:
             correlation_id=validate.key("correlation_id", correlation_id),
             concurrency_key=validate.key("concurrency_key", concurrency_key),
             # A job without `unique` (most of them) skips its checks.
-            **(
-                _unique_fields(job_type, text, unique, on_conflict, dedupe_key)
-                if unique is not None or on_conflict is not OnConflict.IGNORE
-                else _NO_UNIQUE
-            ),
+            unique=None
+            if unique is None and on_conflict is OnConflict.IGNORE
+            else _unique_key(job_type, text, unique, on_conflict, dedupe_key),
         )
 
     @property
@@ -374,13 +394,10 @@ class NewJob:
         return len(self.payload_json.encode("utf-8"))
 
 
-_NO_UNIQUE: Mapping[str, Any] = {}
-
-
-def _unique_fields(
+def _unique_key(
     job_type: str, text: str, unique: object, on_conflict: object, dedupe_key: object
-) -> dict[str, Any]:
-    """The `NewJob` fields of `unique` and `on_conflict`, checked."""
+) -> UniqueKey | None:
+    """A new job's `UniqueKey` from `unique` and `on_conflict`, checked."""
     conflict = OnConflict.of(on_conflict)
     spec = Unique.of(unique)
     if spec is None:
@@ -388,15 +405,14 @@ def _unique_fields(
             raise InvalidArgument(
                 f"on_conflict={conflict.value!r}: expected unique=Unique(...) with it"
             )
-        return {}
+        return None
     if dedupe_key is not None:
         raise InvalidArgument(
             f"dedupe_key={validate.short(dedupe_key)} and unique: expected at most one of "
             "them (Unique(key=...) covers a dedupe key)"
         )
     period = cast(int | None, spec.period)  # whole seconds once checked
-    key = UniqueKey(spec.base_key(job_type, text), period, spec.held_states, conflict)
-    return {"unique": key}
+    return UniqueKey(spec.base_key(job_type, text), period, spec.held_states, conflict)
 
 
 ENQUEUE_KEYS: tuple[str, ...] = tuple(
@@ -410,12 +426,7 @@ def payload_json(payload: Any) -> str:
     not JSON, nests deeper than `MAX_PAYLOAD_DEPTH`, holds a NUL or text that
     is not UTF-8. The size limit is the queue's (see `Ctx.max_payload_bytes`)."""
     try:
-        text = json.dumps(
-            {} if payload is None else payload,
-            separators=(",", ":"),
-            allow_nan=False,
-            ensure_ascii=False,
-        )
+        text = _ENCODER.encode({} if payload is None else payload)
     except RecursionError:
         text = None
     except (TypeError, ValueError) as exc:
@@ -432,13 +443,14 @@ def payload_json(payload: Any) -> str:
             f"payload={validate.short(payload)}: expected JSON nested at most "
             f"{validate.MAX_PAYLOAD_DEPTH} deep"
         )
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError as exc:
-        raise InvalidArgument(
-            f"payload={validate.short(payload)}: expected text that encodes as UTF-8 ({exc})"
-        ) from None
-    if _JSON_NUL.search(text):
+    if not text.isascii():
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            raise InvalidArgument(
+                f"payload={validate.short(payload)}: expected text that encodes as UTF-8 ({exc})"
+            ) from None
+    if "\\u0000" in text and _JSON_NUL.search(text):
         raise InvalidArgument(
             f"payload={validate.short(payload)}: expected JSON without NUL characters "
             "(PostgreSQL cannot store \\u0000)"
@@ -470,6 +482,10 @@ def progress_json(fraction: float, note: str | None = None) -> str:
             f"note={validate.short(note)}: expected text without NUL that encodes as UTF-8"
         ) from None
 
+
+# Compact JSON, as every payload, result and progress is stored; one encoder
+# for all (json.dumps with options builds a new one on every call).
+_ENCODER = json.JSONEncoder(separators=(",", ":"), allow_nan=False, ensure_ascii=False)
 
 # A \u0000 escape in JSON text: one preceded by an even number of backslashes.
 _JSON_NUL = re.compile(r"(?<!\\)(?:\\\\)*\\u0000")

@@ -23,7 +23,7 @@ from typing import Any, LiteralString
 
 from .. import tracing
 from ..backoff import backoff
-from . import validate
+from . import bulk, validate
 from .correlation import current_correlation_id, new_correlation_id
 from .engine import BEGIN, COMMIT, Dialect, Plan, Script, Steps, Stmt
 from .errors import InvalidArgument, JobNotFound, LeaseLost, MissingCorrelationId
@@ -65,6 +65,11 @@ PAUSE_LOCK_TIMEOUT_MS = 5000
 # a statement more) for this long. A limit set meanwhile is obeyed at once (the
 # plain claim skips limited groups by itself); its jobs wait this long at most.
 LIMITS_RECHECK = 1.0
+# While limited groups are in play, a plain claim that came back short (no
+# more unlimited jobs were due) is not tried again for this long: with a
+# backlog of limited jobs it reads past all of them each time. An unlimited
+# job enqueued meanwhile waits this long at most.
+PLAIN_RECHECK = 0.05
 # A limited claim looks at this many candidates per job it may claim (at
 # least CLAIM_WINDOW_MIN), so a few jobs over their group's room at the head
 # do not hide the others.
@@ -77,13 +82,15 @@ MAX_ERROR_CHARS = 8000
 
 class LimitsSeen:
     """What this queue's claims last saw of the limits, per claim filter:
-    whether a limited group was relevant, and when that was looked at. Only
-    a hint for when to try a limited claim; never what decides a limit."""
+    whether a limited group was relevant, and when that was looked at; and
+    when the plain claim last came back short. Only hints for which claims
+    to try; never what decides a limit."""
 
-    __slots__ = ("_seen", "_turn")
+    __slots__ = ("_dry", "_seen", "_turn")
 
     def __init__(self) -> None:
         self._seen: dict[Any, tuple[bool, float]] = {}
+        self._dry: dict[Any, float] = {}
         self._turn = False
 
     def worth_trying(self, key: Any) -> bool:
@@ -99,9 +106,24 @@ class LimitsSeen:
         self._turn = not self._turn
         return self._turn and self._seen.get(key, (True, 0.0))[0]
 
+    def plain_worth_trying(self, key: Any) -> bool:
+        """Whether to run the plain claim beside a limited one: not for
+        `PLAIN_RECHECK` after it found fewer jobs than it asked for (it read
+        past every limited job to learn that)."""
+        return time.monotonic() - self._dry.get(key, -PLAIN_RECHECK) >= PLAIN_RECHECK
+
+    def plain_came_back(self, key: Any, *, short: bool) -> None:
+        if short:
+            self._dry[key] = time.monotonic()
+        else:
+            self._dry.pop(key, None)
+
     def forget(self) -> None:
-        """A limit changed through this queue: look again at the next claim."""
+        """A limit changed through this queue: look again at the next claim
+        (and start the turns again)."""
         self._seen.clear()
+        self._dry.clear()
+        self._turn = False
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -296,6 +318,13 @@ def _insert_one(ctx: Ctx, job: NewJob, *, notify: bool) -> Steps[uuid.UUID]:
         "now": ctx.now(),
         "notify": notify,
     }
+    return (yield from _insert_params(ctx, job, params))
+
+
+def _insert_params(ctx: Ctx, job: NewJob, params: dict[str, Any]) -> Steps[uuid.UUID]:
+    """Insert a job with these parameters (JOB_INSERT's; the unique key's
+    added here), or return the id of the job holding its key."""
+    d = ctx.dialect
     insert, holder, holder_params = _insert_statements(ctx, job)
     params.update(holder_params)
     if job.unique is not None:
@@ -406,61 +435,88 @@ def enqueue_many(
 
     Each item is a `NewJob` or a mapping of `enqueue`'s arguments
     (`{"job_type": "send_email", "payload": {...}, "priority": 5}`). Every item
-    is checked before anything is written. Without dedupe keys or `unique`
-    the rows go in by COPY on PostgreSQL (executemany on SQLite); with them,
-    row by row, each with its own `unique` and `on_conflict` (two items with
-    one unique key: the second finds the first).
-    Every job records the same trace context, as in `enqueue`.
+    is checked before anything is written (`InvalidArgument` names the first
+    bad one, `jobs[i]`). The rows go in by one binary COPY on PostgreSQL
+    (executemany on SQLite); those with a dedupe key or `unique` go in one by
+    one beside it, each with its own `unique` and `on_conflict`, so the job
+    holding the key is returned instead, as `enqueue` does (two items with
+    one key: the second finds the first). Every job records the same trace
+    context, as in `enqueue`.
     """
-    meta = _trace_meta()
-    built: list[NewJob] = []
-    for index, item in enumerate(jobs):
-        if isinstance(item, NewJob):
-            job = item
-        elif isinstance(item, Mapping):
-            try:
-                job = NewJob.build(**item)
-            except TypeError as exc:
-                raise InvalidArgument(f"jobs[{index}]: {exc}") from None
-            except InvalidArgument as exc:
-                raise InvalidArgument(f"jobs[{index}]: {exc}") from None
-        else:
-            raise InvalidArgument(
-                f"jobs[{index}]={validate.short(item)}: expected a mapping of enqueue arguments"
-            )
-        try:
-            job = _sized(ctx, job)
-        except InvalidArgument as exc:
-            raise InvalidArgument(f"jobs[{index}]: {exc}") from None
-        built.append(_with_meta(_with_correlation(ctx, job), meta))
     d = ctx.dialect
+    checked = bulk.check(
+        jobs,
+        dialect=d,
+        max_payload_bytes=ctx.max_payload_bytes,
+        meta=d.meta(_trace_meta()),
+        require_correlation_id=ctx.require_correlation_id,
+    )
 
     def steps() -> Steps[list[uuid.UUID]]:
-        if not built:
+        if not checked.rows:
             return []
-        ids: list[uuid.UUID]
-        if any(j.dedupe_key or j.unique for j in built):
-            ids = []
-            for job in built:
-                ids.append((yield from _insert_one(ctx, job, notify=False)))
-        else:
-            (now,) = yield Stmt(d.sql.CLOCK_NOW, {"now": ctx.now()}, fetch="one")
-            rows = [
-                d.copy_row(
-                    j,
-                    d.time(j.run_at) if j.run_at else d.add_seconds(now, j.delay or 0.0),
-                    now,
-                )
-                for j in built
-            ]
-            yield Stmt(d.sql.JOB_COLUMNS_COPY, fetch="copy", rows=rows)
-            ids = [j.id for j in built]
+        (now,) = yield Stmt(d.sql.CLOCK_NOW, {"now": ctx.now()}, fetch="one")
+        checked.timed(d, now)
+        plain = checked.plain()
+        if plain:
+            yield Stmt(d.sql.JOB_COLUMNS_COPY, fetch="copy", rows=plain, types=d.copy_types)
+        ids = checked.ids
+        yield from _insert_keyed(ctx, checked, now)
         if d.notifies:
-            for queue in sorted({j.queue for j in built}):
+            for queue in sorted(checked.queues):
                 yield Stmt(d.sql.JOB_NOTIFY, {"queue": queue}, fetch="all")
         return ids
 
     return Plan(steps(), conn=conn)
+
+
+def _insert_keyed(ctx: Ctx, checked: bulk.Rows, now: Any) -> Steps[None]:
+    """The bulk rows with a key, their ids set to the jobs that hold the keys.
+    Those with a dedupe key go in one statement (ON CONFLICT DO NOTHING),
+    then one read finds the holders of the keys it skipped; a row whose
+    holder let its key go in between, and a row with `unique`, goes in as
+    `enqueue` does it, one by one."""
+    d = ctx.dialect
+    rows, ids = checked.rows, checked.ids
+    deduped = [i for i, job in checked.keyed.items() if job.unique is None]
+    alone = [i for i, job in checked.keyed.items() if job.unique is not None]
+    if deduped:
+        params = {**d.keyed_rows([rows[i] for i in deduped]), "now": now}
+        inserted = yield Stmt(d.sql.JOB_INSERT_KEYED_MANY, params, fetch="all")
+        new = {d.id_out(r[0]) for r in inserted}
+        skipped = [i for i in deduped if ids[i] not in new]
+        if skipped:
+            keys = d.names(sorted({rows[i][bulk.DEDUPE_KEY] for i in skipped}))
+            found = yield Stmt(d.sql.JOB_GET_LIVE_BY_DEDUPE_KEYS, {"keys": keys}, fetch="all")
+            holders = {key: d.id_out(job_id) for key, job_id in found}
+            for i in skipped:
+                holder = holders.get(rows[i][bulk.DEDUPE_KEY])
+                if holder is None:
+                    alone.append(i)
+                else:
+                    ids[i] = holder
+    for i in sorted(alone):
+        ids[i] = yield from _insert_params(ctx, checked.keyed[i], _keyed_params(rows[i], now))
+
+
+def _keyed_params(row: list[Any], now: Any) -> dict[str, Any]:
+    """JOB_INSERT's parameters for a bulk row with a key (its times set)."""
+    return {
+        "id": row[bulk.ID],
+        "queue": row[bulk.QUEUE],
+        "job_type": row[bulk.JOB_TYPE],
+        "payload": row[bulk.PAYLOAD],
+        "priority": row[bulk.PRIORITY],
+        "run_at": row[bulk.RUN_AT],
+        "delay": None,
+        "max_attempts": row[bulk.MAX_ATTEMPTS],
+        "dedupe_key": row[bulk.DEDUPE_KEY],
+        "correlation_id": row[bulk.CORRELATION_ID],
+        "meta": row[bulk.META],
+        "concurrency_key": row[bulk.CONCURRENCY_KEY],
+        "now": now,
+        "notify": False,
+    }
 
 
 # --- the claim and its outcomes -----------------------------------------------
@@ -476,8 +532,8 @@ def claim(
     lease: float | dt.timedelta | None = None,
 ) -> Plan[list[Job]]:
     """Claim up to `limit` due jobs for `worker_id`, highest priority first, then
-    oldest `run_at`, then id. Each claimed job has its attempt counted, a fresh
-    claim token and a lease of `lease` seconds from the database clock. Two
+    oldest `run_at`, then id. Each claimed job has its attempt counted, the
+    claim's fresh token and a lease of `lease` seconds from the database clock. Two
     claimers never receive the same job. An empty or missing filter means all."""
     validate.name("worker_id", worker_id)
     validate.count("limit", limit, high=validate.MAX_CLAIM_LIMIT)
@@ -491,6 +547,9 @@ def claim(
         "limit": limit,
         "lease": seconds,
         "now": ctx.now(),
+        # One token for the jobs of this claim: each pair (id, token) is
+        # still unique, and the statement calls no volatile function.
+        "token": d.claim_token(uuid.uuid4()),
     }
 
     seen = ctx.limits_seen
@@ -498,12 +557,15 @@ def claim(
 
     def steps() -> Steps[list[Job]]:
         trying = seen.worth_trying(key)
+        plain = not trying or seen.plain_worth_trying(key)
         jobs: list[Job] = []
-        if trying and seen.limited_first(key):
+        if trying and (not plain or seen.limited_first(key)):
             jobs = yield from _claim_limited(ctx, params, limit, key)
             trying = False
-        if len(jobs) < limit:
-            rows = yield Stmt(d.sql.JOB_CLAIM, {**params, "limit": limit - len(jobs)}, fetch="all")
+        if plain and len(jobs) < limit:
+            asked = limit - len(jobs)
+            rows = yield Stmt(d.sql.JOB_CLAIM, {**params, "limit": asked}, fetch="all")
+            seen.plain_came_back(key, short=len(rows) < asked)
             jobs.extend(d.job(r) for r in rows)
         if trying and len(jobs) < limit:
             jobs.extend((yield from _claim_limited(ctx, params, limit - len(jobs), key)))
@@ -780,7 +842,7 @@ def fail(
     `retryable`, due after `retry_in` seconds or its type's backoff; otherwise
     `dead`, keeping `error`. Returns the new status; `LeaseLost` if not held."""
     delay = (
-        ctx.retry_policy(job.job_type).delay(job.attempts)
+        ctx.retry_policy(job.job_type).delay(job.attempts, job.id)
         if retry_in is None
         else validate.seconds("retry_in", retry_in, high=validate.MAX_DELAY)
     )
@@ -1473,7 +1535,8 @@ def clear_limit(ctx: Ctx, *, queue: str | None = None, job_type: str | None = No
     return Plan(steps())
 
 
-def _limit(row: Sequence[Any]) -> Limit:
+def limit_from_row(row: Sequence[Any]) -> Limit:
+    """A `Limit` from a row of LIMIT_LIST."""
     rate = None if row[4] is None else validate.rate_text(int(row[4]), float(row[5]))
     return Limit(LimitScope(row[0]), row[1], row[2], row[3], rate, LimitSource(row[6]))
 
@@ -1483,7 +1546,7 @@ def limits(ctx: Ctx) -> Plan[list[Limit]]:
     sql = ctx.dialect.sql.LIMIT_LIST
 
     def steps() -> Steps[list[Limit]]:
-        return [_limit(row) for row in (yield Stmt(sql, fetch="all"))]
+        return [limit_from_row(row) for row in (yield Stmt(sql, fetch="all"))]
 
     return Plan(steps(), write=False, transaction=False)
 
@@ -1503,7 +1566,7 @@ def limits_sync(ctx: Ctx, declared: Sequence[Limit], *, job_types: Sequence[str]
     def steps() -> Steps[int]:
         current = {
             (lim.scope.value, lim.name): lim
-            for lim in map(_limit, (yield Stmt(sql.LIMIT_LIST, fetch="all")))
+            for lim in map(limit_from_row, (yield Stmt(sql.LIMIT_LIST, fetch="all")))
         }
         wanted = [r for k, r in rows.items() if k not in current or _differs(current[k], r)]
         stale = [

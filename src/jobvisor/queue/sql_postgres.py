@@ -1,5 +1,9 @@
 """Every statement the PostgreSQL engine runs. The SQLite module defines the
-same names. `%(now)s` is the injected clock: NULL means the database's own.
+same names. `%(now)s` is the time, always a parameter: the injected clock's,
+or the database's as the runner reads it (`engine.DatabaseClock`). No
+statement that changes a row calls a volatile function (a claim token is the
+caller's, a retry's jitter is drawn from the job's id): each one would run
+as it is on a distributed PostgreSQL.
 
 Values are always parameters; no statement is built at run time."""
 
@@ -41,15 +45,21 @@ MIGRATIONS_TABLE_EXISTS: Final[LiteralString] = (
     "SELECT to_regclass('jobvisor_migrations') IS NOT NULL"
 )
 
+CLOCK_SAMPLE: Final[LiteralString] = (
+    # The server's clock, read now and then to reckon its time (DatabaseClock).
+    "SELECT clock_timestamp()"
+)
+
 CLOCK_NOW: Final[LiteralString] = (
     # The time every other statement of this transaction would use.
-    "SELECT coalesce(%(now)s::timestamptz, now())"
+    "SELECT %(now)s::timestamptz"
 )
 
 JOB_COLUMNS_COPY: Final[LiteralString] = (
-    # Bulk insert; rows carry every column JOB_INSERT sets.
+    # Bulk insert, in binary; rows carry every column JOB_INSERT sets, of the
+    # types the dialect's `copy_types` lists (payload and meta as JSON text).
     "COPY jobvisor_jobs (id, queue, job_type, payload, priority, run_at, max_attempts,"
-    " dedupe_key, correlation_id, created_at, meta, concurrency_key) FROM STDIN"
+    " dedupe_key, correlation_id, created_at, meta, concurrency_key) FROM STDIN (FORMAT BINARY)"
 )
 
 JOB_INSERT: Final[LiteralString] = (
@@ -59,10 +69,10 @@ JOB_INSERT: Final[LiteralString] = (
     "INSERT INTO jobvisor_jobs (id, queue, job_type, payload, priority, run_at,"
     " max_attempts, dedupe_key, correlation_id, created_at, meta, concurrency_key)"
     " VALUES (%(id)s, %(queue)s, %(job_type)s, %(payload)s::jsonb, %(priority)s,"
-    " coalesce(%(run_at)s::timestamptz, coalesce(%(now)s::timestamptz, now())"
+    " coalesce(%(run_at)s::timestamptz, %(now)s::timestamptz"
     "   + coalesce(%(delay)s::float8, 0) * interval '1 second'),"
     " %(max_attempts)s, %(dedupe_key)s, %(correlation_id)s,"
-    " coalesce(%(now)s::timestamptz, now()), %(meta)s::jsonb, %(concurrency_key)s)"
+    " %(now)s::timestamptz, %(meta)s::jsonb, %(concurrency_key)s)"
     " ON CONFLICT (dedupe_key) WHERE dedupe_key IS NOT NULL"
     "   AND status IN ('pending', 'running', 'retryable') DO NOTHING"
     " RETURNING id, queue)"
@@ -74,7 +84,7 @@ UNIQUE_KEY: Final[LiteralString] = (
     # A unique job's key: its base text, and with a period the start of the
     # database clock's current bucket, floor(now / period) * period, in UTC.
     "(%(unique_key)s::text || CASE WHEN %(unique_period)s::bigint IS NULL THEN '' ELSE '@'"
-    " || to_char(to_timestamp(floor(extract(epoch FROM coalesce(%(now)s::timestamptz, now()))"
+    " || to_char(to_timestamp(floor(extract(epoch FROM %(now)s::timestamptz)"
     "   / %(unique_period)s::bigint) * %(unique_period)s::bigint) AT TIME ZONE 'UTC',"
     '   \'YYYY-MM-DD"T"HH24:MI:SS"Z"\') END)'
 )
@@ -84,9 +94,9 @@ _UNIQUE_INSERT: Final[LiteralString] = (
     " max_attempts, correlation_id, created_at, meta, unique_key, unique_states,"
     " concurrency_key)"
     " VALUES (%(id)s, %(queue)s, %(job_type)s, %(payload)s::jsonb, %(priority)s,"
-    " coalesce(%(run_at)s::timestamptz, coalesce(%(now)s::timestamptz, now())"
+    " coalesce(%(run_at)s::timestamptz, %(now)s::timestamptz"
     "   + coalesce(%(delay)s::float8, 0) * interval '1 second'),"
-    " %(max_attempts)s, %(correlation_id)s, coalesce(%(now)s::timestamptz, now()),"
+    " %(max_attempts)s, %(correlation_id)s, %(now)s::timestamptz,"
     " %(meta)s::jsonb, " + UNIQUE_KEY + ", %(unique_states)s::text[], %(concurrency_key)s)"
     " ON CONFLICT (unique_key) WHERE unique_key IS NOT NULL"
 )
@@ -115,6 +125,31 @@ JOB_GET_BY_UNIQUE_KEY: Final[LiteralString] = (
     "SELECT id FROM jobvisor_jobs WHERE unique_key = " + UNIQUE_KEY
 )
 
+JOB_INSERT_KEYED_MANY: Final[LiteralString] = (
+    # Insert many jobs with dedupe keys (one array per column, in the order of
+    # JOB_COLUMNS_COPY's), each unless a live job has its key (an earlier row
+    # of the same statement included); returns the ids inserted.
+    "INSERT INTO jobvisor_jobs (id, queue, job_type, payload, priority, run_at,"
+    " max_attempts, dedupe_key, correlation_id, created_at, meta, concurrency_key)"
+    " SELECT r.id, r.queue, r.job_type, r.payload, r.priority, r.run_at, r.max_attempts,"
+    " r.dedupe_key, r.correlation_id, %(now)s::timestamptz, r.meta, r.concurrency_key"
+    " FROM unnest(%(ids)s::uuid[], %(queues)s::text[], %(job_types)s::text[],"
+    "   %(payloads)s::jsonb[], %(priorities)s::int4[], %(run_ats)s::timestamptz[],"
+    "   %(max_attempts)s::int4[], %(dedupe_keys)s::text[], %(correlation_ids)s::text[],"
+    "   %(metas)s::jsonb[], %(concurrency_keys)s::text[]) WITH ORDINALITY"
+    "   AS r(id, queue, job_type, payload, priority, run_at, max_attempts, dedupe_key,"
+    "   correlation_id, meta, concurrency_key, n) ORDER BY r.n"
+    " ON CONFLICT (dedupe_key) WHERE dedupe_key IS NOT NULL"
+    "   AND status IN ('pending', 'running', 'retryable') DO NOTHING"
+    " RETURNING id"
+)
+
+JOB_GET_LIVE_BY_DEDUPE_KEYS: Final[LiteralString] = (
+    # The live jobs holding any of these dedupe keys: (key, id).
+    "SELECT dedupe_key, id FROM jobvisor_jobs WHERE dedupe_key = ANY(%(keys)s::text[])"
+    " AND status IN ('pending', 'running', 'retryable')"
+)
+
 JOB_GET_LIVE_BY_DEDUPE_KEY: Final[LiteralString] = (
     # The live job holding a dedupe key.
     "SELECT id FROM jobvisor_jobs WHERE dedupe_key = %(dedupe_key)s"
@@ -130,10 +165,11 @@ JOB_CLAIM: Final[LiteralString] = (
     # Claim up to `limit` due jobs in priority order, skipping rows others hold,
     # jobs of paused queues and jobs of limited types and queues (JOB_CLAIM_LIMITED
     # takes those); the pause and limit lists are read once per statement.
+    # `token` is the claim's own, made by the caller.
     "WITH picked AS ("
     " SELECT id FROM jobvisor_jobs"
     " WHERE status IN ('pending', 'retryable')"
-    "   AND run_at <= coalesce(%(now)s::timestamptz, now())"
+    "   AND run_at <= %(now)s::timestamptz"
     "   AND (%(queues)s::text[] IS NULL OR queue = ANY(%(queues)s::text[]))"
     "   AND (%(job_types)s::text[] IS NULL OR job_type = ANY(%(job_types)s::text[]))"
     "   AND queue <> ALL(ARRAY(SELECT queue FROM jobvisor_queue_pauses))"
@@ -142,10 +178,10 @@ JOB_CLAIM: Final[LiteralString] = (
     " ORDER BY priority DESC, run_at, id"
     " LIMIT %(limit)s FOR UPDATE SKIP LOCKED)"
     " UPDATE jobvisor_jobs AS j SET status = 'running', attempts = j.attempts + 1,"
-    " claim_token = gen_random_uuid(), worker_id = %(worker_id)s,"
-    " lease_expires_at = coalesce(%(now)s::timestamptz, now())"
+    " claim_token = %(token)s::uuid, worker_id = %(worker_id)s,"
+    " lease_expires_at = %(now)s::timestamptz"
     "   + %(lease)s::float8 * interval '1 second',"
-    " started_at = coalesce(%(now)s::timestamptz, now())"
+    " started_at = %(now)s::timestamptz"
     " FROM picked WHERE j.id = picked.id"
     " RETURNING j.id, j.queue, j.job_type, j.payload, j.priority, j.run_at, j.status,"
     " j.attempts, j.max_attempts, j.last_error, j.correlation_id, j.dedupe_key,"
@@ -175,15 +211,16 @@ JOB_CLAIM_LIMITED: Final[LiteralString] = (
     # Under LIMIT_LOCK: claim up to `limit` due jobs of limited groups in
     # priority order, never more per group than its concurrency left (its
     # limit less its running jobs), its bucket's whole tokens, and per
-    # concurrency key its key_concurrency left (its times are the clock's when
-    # the lock was granted, not the transaction's start). Saturated groups and
+    # concurrency key its key_concurrency left (its time, `now`, is taken when
+    # the lock was granted, not at the transaction's start; `token` is the
+    # claim's own). Saturated groups and
     # keys are skipped before the `window` of candidates is taken; within it a job
     # passes only if it ranks within the room of every group it belongs to.
     "WITH lim AS MATERIALIZED ("
     " SELECT kind, name, concurrency, key_concurrency, CASE WHEN rate_count IS NOT NULL"
     "   THEN floor(least(rate_count::float8, coalesce(tokens, rate_count) + greatest(0,"
-    "   extract(epoch FROM coalesce(%(now)s::timestamptz, clock_timestamp())"
-    "     - coalesce(refilled_at, coalesce(%(now)s::timestamptz, clock_timestamp()))))"
+    "   extract(epoch FROM %(now)s::timestamptz"
+    "     - coalesce(refilled_at, %(now)s::timestamptz)))"
     "   * rate_count / rate_period) + 0.000001) END AS tokens FROM jobvisor_limits),"
     " run AS MATERIALIZED (SELECT queue, job_type, concurrency_key FROM jobvisor_jobs"
     "   WHERE status = 'running'),"
@@ -199,7 +236,7 @@ JOB_CLAIM_LIMITED: Final[LiteralString] = (
     " picks AS (SELECT j.id, j.queue, j.job_type, j.concurrency_key, j.priority, j.run_at"
     "   FROM jobvisor_jobs AS j"
     "   WHERE j.status IN ('pending', 'retryable')"
-    "   AND j.run_at <= coalesce(%(now)s::timestamptz, clock_timestamp())"
+    "   AND j.run_at <= %(now)s::timestamptz"
     "   AND (%(queues)s::text[] IS NULL OR j.queue = ANY(%(queues)s::text[]))"
     "   AND (%(job_types)s::text[] IS NULL OR j.job_type = ANY(%(job_types)s::text[]))"
     "   AND j.queue <> ALL(ARRAY(SELECT queue FROM jobvisor_queue_pauses))"
@@ -233,10 +270,10 @@ JOB_CLAIM_LIMITED: Final[LiteralString] = (
     "   WHERE qn <= coalesce(qroom, qn)"
     "   ORDER BY priority DESC, run_at, id LIMIT %(limit)s)"
     " UPDATE jobvisor_jobs AS j SET status = 'running', attempts = j.attempts + 1,"
-    " claim_token = gen_random_uuid(), worker_id = %(worker_id)s,"
-    " lease_expires_at = coalesce(%(now)s::timestamptz, clock_timestamp())"
+    " claim_token = %(token)s::uuid, worker_id = %(worker_id)s,"
+    " lease_expires_at = %(now)s::timestamptz"
     "   + %(lease)s::float8 * interval '1 second',"
-    " started_at = coalesce(%(now)s::timestamptz, clock_timestamp())"
+    " started_at = %(now)s::timestamptz"
     " FROM picked WHERE j.id = picked.id"
     " RETURNING j.id, j.queue, j.job_type, j.payload, j.priority, j.run_at, j.status,"
     " j.attempts, j.max_attempts, j.last_error, j.correlation_id, j.dedupe_key,"
@@ -249,10 +286,10 @@ LIMIT_TAKE_TOKENS: Final[LiteralString] = (
     # what the claim started from each.
     "UPDATE jobvisor_limits AS l SET tokens = least(l.rate_count::float8,"
     "   coalesce(l.tokens, l.rate_count) + greatest(0, extract(epoch FROM"
-    "   coalesce(%(now)s::timestamptz, clock_timestamp()) - coalesce(l.refilled_at,"
-    "   coalesce(%(now)s::timestamptz, clock_timestamp()))))"
+    "   %(now)s::timestamptz - coalesce(l.refilled_at,"
+    "   %(now)s::timestamptz)))"
     "   * l.rate_count / l.rate_period) - c.n,"
-    " refilled_at = greatest(l.refilled_at, coalesce(%(now)s::timestamptz, clock_timestamp()))"
+    " refilled_at = greatest(l.refilled_at, %(now)s::timestamptz)"
     " FROM unnest(%(kinds)s::text[], %(names)s::text[], %(counts)s::int[]) AS c(kind, name, n)"
     " WHERE l.kind = c.kind AND l.name = c.name AND l.rate_count IS NOT NULL"
 )
@@ -270,8 +307,8 @@ LIMIT_SET: Final[LiteralString] = (
     " rate_period, tokens, refilled_at, source, updated_at)"
     " VALUES (%(kind)s, %(name)s, %(concurrency)s::integer, %(key_concurrency)s::integer,"
     " %(rate_count)s::integer, %(rate_period)s::float8, %(rate_count)s::integer::float8,"
-    " coalesce(%(now)s::timestamptz, now()), %(source)s,"
-    " coalesce(%(now)s::timestamptz, now()))"
+    " %(now)s::timestamptz, %(source)s,"
+    " %(now)s::timestamptz)"
     " ON CONFLICT (kind, name) DO UPDATE SET concurrency = excluded.concurrency,"
     " key_concurrency = excluded.key_concurrency, rate_count = excluded.rate_count,"
     " rate_period = excluded.rate_period,"
@@ -296,7 +333,7 @@ JOB_RENEW_MANY: Final[LiteralString] = (
     # the progress each reported since (`progress` NULL: none did); returns
     # the renewed ids, each with whether its cancel was requested.
     "UPDATE jobvisor_jobs AS j"
-    " SET lease_expires_at = coalesce(%(now)s::timestamptz, now())"
+    " SET lease_expires_at = %(now)s::timestamptz"
     "   + %(lease)s::float8 * interval '1 second',"
     " progress = coalesce(c.progress, j.progress)"
     " FROM unnest(%(ids)s::uuid[], %(tokens)s::uuid[], %(progress)s::jsonb[])"
@@ -311,7 +348,7 @@ JOB_COMPLETE_MANY: Final[LiteralString] = (
     # cancel was requested first; returns their ids.
     "UPDATE jobvisor_jobs AS j SET status = CASE WHEN j.cancel_requested_at IS NULL"
     "   THEN 'completed' ELSE 'cancelled' END, claim_token = NULL,"
-    " lease_expires_at = NULL, finished_at = coalesce(%(now)s::timestamptz, now()),"
+    " lease_expires_at = NULL, finished_at = %(now)s::timestamptz,"
     " result = c.result"
     " FROM unnest(%(ids)s::uuid[], %(tokens)s::uuid[], %(results)s::jsonb[])"
     "   AS c(id, token, result)"
@@ -332,15 +369,15 @@ JOB_FAIL: Final[LiteralString] = (
     " status = CASE WHEN cancel_requested_at IS NOT NULL THEN 'cancelled'"
     "   WHEN attempts >= max_attempts THEN 'dead' ELSE 'retryable' END,"
     " run_at = CASE WHEN attempts >= max_attempts OR cancel_requested_at IS NOT NULL THEN run_at"
-    "   ELSE coalesce(%(now)s::timestamptz, now()) + %(delay)s::float8 * interval '1 second' END,"
+    "   ELSE %(now)s::timestamptz + %(delay)s::float8 * interval '1 second' END,"
     " finished_at = CASE WHEN attempts >= max_attempts OR cancel_requested_at IS NOT NULL"
-    "   THEN coalesce(%(now)s::timestamptz, now()) END,"
+    "   THEN %(now)s::timestamptz END,"
     " last_error = CASE WHEN cancel_requested_at IS NULL THEN %(error)s ELSE last_error END,"
     " claim_token = NULL, lease_expires_at = NULL,"
     # The attempt's entry in the error history, the last 20 kept.
     " errors = CASE WHEN jsonb_array_length(coalesce(errors, '[]')) >= 20 THEN errors - 0"
     "   ELSE coalesce(errors, '[]') END || jsonb_build_array(jsonb_build_object("
-    "   'attempt', attempts, 'at', coalesce(%(now)s::timestamptz, now()),"
+    "   'attempt', attempts, 'at', %(now)s::timestamptz,"
     "   'error', %(error)s::text, 'worker_id', worker_id))"
     " WHERE id = %(id)s AND claim_token = %(token)s AND status = 'running'"
     " RETURNING status, CASE WHEN wait_notify AND status = 'dead' THEN pg_notify('"
@@ -358,8 +395,8 @@ JOB_SNOOZE: Final[LiteralString] = (
     "UPDATE jobvisor_jobs SET"
     " status = CASE WHEN cancel_requested_at IS NULL THEN 'pending' ELSE 'cancelled' END,"
     " finished_at = CASE WHEN cancel_requested_at IS NOT NULL"
-    "   THEN coalesce(%(now)s::timestamptz, now()) END, attempts = attempts - 1,"
-    " run_at = coalesce(%(now)s::timestamptz, now()) + %(delay)s::float8 * interval '1 second',"
+    "   THEN %(now)s::timestamptz END, attempts = attempts - 1,"
+    " run_at = %(now)s::timestamptz + %(delay)s::float8 * interval '1 second',"
     " claim_token = NULL, lease_expires_at = NULL"
     " WHERE id = %(id)s AND claim_token = %(token)s AND status = 'running'"
     " RETURNING status"
@@ -371,8 +408,8 @@ JOB_RELEASE_MANY: Final[LiteralString] = (
     "UPDATE jobvisor_jobs AS j SET"
     " status = CASE WHEN j.cancel_requested_at IS NULL THEN 'pending' ELSE 'cancelled' END,"
     " finished_at = CASE WHEN j.cancel_requested_at IS NOT NULL"
-    "   THEN coalesce(%(now)s::timestamptz, now()) END, attempts = j.attempts - 1,"
-    " run_at = coalesce(%(now)s::timestamptz, now()), claim_token = NULL,"
+    "   THEN %(now)s::timestamptz END, attempts = j.attempts - 1,"
+    " run_at = %(now)s::timestamptz, claim_token = NULL,"
     " lease_expires_at = NULL"
     " FROM unnest(%(ids)s::uuid[], %(tokens)s::uuid[]) AS c(id, token)"
     " WHERE j.id = c.id AND j.claim_token = c.token AND j.status = 'running'"
@@ -384,7 +421,7 @@ JOB_CANCEL_HELD: Final[LiteralString] = (
     # the request's text).
     "UPDATE jobvisor_jobs SET status = 'cancelled',"
     " last_error = CASE WHEN cancel_requested_at IS NULL THEN %(error)s ELSE last_error END,"
-    " finished_at = coalesce(%(now)s::timestamptz, now()),"
+    " finished_at = %(now)s::timestamptz,"
     " claim_token = NULL, lease_expires_at = NULL"
     " WHERE id = %(id)s AND claim_token = %(token)s AND status = 'running'"
     " RETURNING status"
@@ -398,24 +435,27 @@ JOB_REAP_EXPIRED: Final[LiteralString] = (
     " status = CASE WHEN cancel_requested_at IS NOT NULL THEN 'cancelled'"
     "   WHEN attempts >= max_attempts THEN 'dead' ELSE 'retryable' END,"
     " run_at = CASE WHEN attempts >= max_attempts OR cancel_requested_at IS NOT NULL THEN run_at"
-    "   ELSE coalesce(%(now)s::timestamptz, now()) + (SELECT least(p.cap, p.base"
+    "   ELSE %(now)s::timestamptz + (SELECT least(p.cap, p.base"
     "     * power(2::float8, least(greatest(jobvisor_jobs.attempts - 1, 0), 62)))"
-    "     * (1 - p.jitter * random())"
+    # The jitter's draw in [0, 1) is the job's own (`backoff.retry_draw`): the
+    # low 16 bits of its id, stepped by 40503 (65536 / golden ratio) per attempt.
+    "     * (1 - p.jitter * (((('x' || right(jobvisor_jobs.id::text, 4))::bit(16)::int"
+    "       + jobvisor_jobs.attempts::bigint * 40503) %% 65536)::float8 / 65536))"
     "     FROM unnest(%(policy_types)s::text[], %(policy_bases)s::float8[],"
     "       %(policy_caps)s::float8[], %(policy_jitters)s::float8[])"
     "       AS p(job_type, base, cap, jitter)"
     "     WHERE p.job_type = jobvisor_jobs.job_type OR p.job_type IS NULL"
     "     ORDER BY p.job_type IS NULL LIMIT 1) * interval '1 second' END,"
     " finished_at = CASE WHEN attempts >= max_attempts OR cancel_requested_at IS NOT NULL"
-    "   THEN coalesce(%(now)s::timestamptz, now()) END,"
+    "   THEN %(now)s::timestamptz END,"
     " last_error = CASE WHEN cancel_requested_at IS NULL"
     "   THEN 'lease expired on worker ' || worker_id ELSE last_error END,"
     " errors = CASE WHEN jsonb_array_length(coalesce(errors, '[]')) >= 20 THEN errors - 0"
     "   ELSE coalesce(errors, '[]') END || jsonb_build_array(jsonb_build_object("
-    "   'attempt', attempts, 'at', coalesce(%(now)s::timestamptz, now()),"
+    "   'attempt', attempts, 'at', %(now)s::timestamptz,"
     "   'error', 'lease expired on worker ' || worker_id, 'worker_id', worker_id)),"
     " claim_token = NULL, lease_expires_at = NULL"
-    " WHERE status = 'running' AND lease_expires_at < coalesce(%(now)s::timestamptz, now())"
+    " WHERE status = 'running' AND lease_expires_at < %(now)s::timestamptz"
     " RETURNING id, status, queue, job_type"
 )
 
@@ -432,17 +472,17 @@ JOB_REQUEUE_CRASHED: Final[LiteralString] = (
     "   THEN attempts - 1 ELSE attempts END,"
     " run_at = CASE WHEN cancel_requested_at IS NOT NULL OR (attempts >= max_attempts"
     "   AND (%(culprit)s::uuid IS NULL OR id = %(culprit)s::uuid)) THEN run_at"
-    "   ELSE coalesce(%(now)s::timestamptz, now()) END,"
+    "   ELSE %(now)s::timestamptz END,"
     " finished_at = CASE WHEN cancel_requested_at IS NOT NULL OR (attempts >= max_attempts"
     "   AND (%(culprit)s::uuid IS NULL OR id = %(culprit)s::uuid))"
-    "   THEN coalesce(%(now)s::timestamptz, now()) END,"
+    "   THEN %(now)s::timestamptz END,"
     " last_error = CASE WHEN cancel_requested_at IS NOT NULL OR (%(culprit)s::uuid IS NOT NULL"
     "   AND id <> %(culprit)s::uuid) THEN last_error ELSE %(error)s END,"
     " errors = CASE WHEN %(culprit)s::uuid IS NOT NULL AND id <> %(culprit)s::uuid"
     "   THEN errors WHEN jsonb_array_length(coalesce(errors, '[]')) >= 20 THEN errors - 0"
     "   ELSE coalesce(errors, '[]') END || CASE WHEN %(culprit)s::uuid IS NOT NULL"
     "   AND id <> %(culprit)s::uuid THEN '[]' ELSE jsonb_build_array(jsonb_build_object("
-    "   'attempt', attempts, 'at', coalesce(%(now)s::timestamptz, now()),"
+    "   'attempt', attempts, 'at', %(now)s::timestamptz,"
     "   'error', %(error)s::text, 'worker_id', worker_id)) END,"
     " claim_token = NULL, lease_expires_at = NULL"
     " WHERE status = 'running' AND worker_id = %(worker_id)s"
@@ -453,7 +493,7 @@ JOB_DELETE_FINISHED: Final[LiteralString] = (
     # One batch of terminal jobs of one status finished more than `age` seconds ago.
     "DELETE FROM jobvisor_jobs WHERE id IN ("
     " SELECT id FROM jobvisor_jobs WHERE status = %(status)s"
-    "   AND finished_at < coalesce(%(now)s::timestamptz, now()) - %(age)s::float8"
+    "   AND finished_at < %(now)s::timestamptz - %(age)s::float8"
     "   * interval '1 second'"
     " LIMIT %(limit)s FOR UPDATE SKIP LOCKED)"
 )
@@ -465,9 +505,9 @@ JOB_COUNT_BY_QUEUE_STATUS: Final[LiteralString] = (
 
 JOB_OLDEST_DUE_AGE: Final[LiteralString] = (
     # Per queue, seconds since the oldest claimable job became due.
-    "SELECT queue, extract(epoch FROM coalesce(%(now)s::timestamptz, now()) - min(run_at))"
+    "SELECT queue, extract(epoch FROM %(now)s::timestamptz - min(run_at))"
     " FROM jobvisor_jobs WHERE status IN ('pending', 'retryable')"
-    " AND run_at <= coalesce(%(now)s::timestamptz, now()) GROUP BY queue"
+    " AND run_at <= %(now)s::timestamptz GROUP BY queue"
 )
 
 JOB_GET: Final[LiteralString] = (
@@ -497,7 +537,7 @@ JOB_COUNT_BY_STATUS: Final[LiteralString] = (
 JOB_REQUEUE_DEAD: Final[LiteralString] = (
     # A dead job back to pending with its attempts reset, unless a live job holds its dedupe key.
     "UPDATE jobvisor_jobs SET status = 'pending', attempts = 0, finished_at = NULL,"
-    " run_at = coalesce(%(run_at)s::timestamptz, coalesce(%(now)s::timestamptz, now()))"
+    " run_at = coalesce(%(run_at)s::timestamptz, %(now)s::timestamptz)"
     " WHERE id = %(id)s AND status = 'dead' AND (dedupe_key IS NULL OR NOT EXISTS ("
     "   SELECT 1 FROM jobvisor_jobs AS live WHERE live.dedupe_key = jobvisor_jobs.dedupe_key"
     "   AND live.status IN ('pending', 'running', 'retryable')))"
@@ -508,7 +548,7 @@ JOB_REQUEUE_DEAD_OF_TYPE: Final[LiteralString] = (
     # One batch of a job type's dead jobs without a dedupe key back to pending,
     # attempts reset; returns each one's queue.
     "UPDATE jobvisor_jobs SET status = 'pending', attempts = 0, finished_at = NULL,"
-    " run_at = coalesce(%(run_at)s::timestamptz, coalesce(%(now)s::timestamptz, now()))"
+    " run_at = coalesce(%(run_at)s::timestamptz, %(now)s::timestamptz)"
     " WHERE id IN ("
     " SELECT id FROM jobvisor_jobs WHERE status = 'dead' AND job_type = %(job_type)s"
     " AND dedupe_key IS NULL LIMIT %(limit)s FOR UPDATE SKIP LOCKED)"
@@ -539,9 +579,9 @@ JOB_CANCEL: Final[LiteralString] = (
     "UPDATE jobvisor_jobs SET"
     " status = CASE WHEN status = 'running' THEN status ELSE 'cancelled' END,"
     " finished_at = CASE WHEN status = 'running' THEN finished_at"
-    "   ELSE coalesce(%(now)s::timestamptz, now()) END,"
+    "   ELSE %(now)s::timestamptz END,"
     " cancel_requested_at = CASE WHEN status = 'running' THEN coalesce(cancel_requested_at,"
-    "   coalesce(%(now)s::timestamptz, now())) END,"
+    "   %(now)s::timestamptz) END,"
     " last_error = CASE WHEN cancel_requested_at IS NULL THEN %(error)s ELSE last_error END"
     " WHERE id = %(id)s AND status IN ('pending', 'retryable', 'running')"
     " RETURNING status, CASE WHEN status = 'running' THEN pg_notify('" + NOTIFY_CHANNEL + "',"
@@ -560,9 +600,9 @@ JOB_CANCEL_MANY: Final[LiteralString] = (
     " UPDATE jobvisor_jobs AS j SET"
     " status = CASE WHEN j.status = 'running' THEN j.status ELSE 'cancelled' END,"
     " finished_at = CASE WHEN j.status = 'running' THEN j.finished_at"
-    "   ELSE coalesce(%(now)s::timestamptz, now()) END,"
+    "   ELSE %(now)s::timestamptz END,"
     " cancel_requested_at = CASE WHEN j.status = 'running'"
-    "   THEN coalesce(%(now)s::timestamptz, now()) END,"
+    "   THEN %(now)s::timestamptz END,"
     " last_error = %(error)s"
     " FROM picked WHERE j.id = picked.id"
     " RETURNING j.status, CASE WHEN j.status = 'running' THEN pg_notify('" + NOTIFY_CHANNEL + "',"
@@ -599,7 +639,7 @@ QUEUE_PAUSE: Final[LiteralString] = (
     # Pause a queue (a paused one keeps its first pause time). The time is
     # taken after the lock: every claim that began later saw the pause.
     "INSERT INTO jobvisor_queue_pauses (queue, paused_at)"
-    " VALUES (%(queue)s, coalesce(%(now)s::timestamptz, clock_timestamp()))"
+    " VALUES (%(queue)s, %(now)s::timestamptz)"
     " ON CONFLICT (queue) DO NOTHING"
 )
 
@@ -616,12 +656,12 @@ QUEUE_PAUSED_LIST: Final[LiteralString] = (
 LEADER_ATTEMPT_ELECT: Final[LiteralString] = (
     # Take or keep the leadership lease; returns a row only to the leader.
     "INSERT INTO jobvisor_leader (name, holder, expires_at)"
-    " VALUES (%(name)s, %(holder)s, coalesce(%(now)s::timestamptz, now())"
+    " VALUES (%(name)s, %(holder)s, %(now)s::timestamptz"
     "   + %(ttl)s::float8 * interval '1 second')"
     " ON CONFLICT (name) DO UPDATE SET holder = excluded.holder,"
     " expires_at = excluded.expires_at"
     " WHERE jobvisor_leader.holder = excluded.holder"
-    "   OR jobvisor_leader.expires_at < coalesce(%(now)s::timestamptz, now())"
+    "   OR jobvisor_leader.expires_at < %(now)s::timestamptz"
     " RETURNING holder"
 )
 
@@ -641,7 +681,7 @@ SCHEDULE_UPSERT: Final[LiteralString] = (
     "INSERT INTO jobvisor_schedules (name, spec, timezone, job_type, queue, priority,"
     " payload, catch_up, next_run_at, enabled, updated_at)"
     " VALUES (%(name)s, %(spec)s, %(timezone)s, %(job_type)s, %(queue)s, %(priority)s,"
-    " %(payload)s, %(catch_up)s, %(next_run_at)s, true, coalesce(%(now)s::timestamptz, now()))"
+    " %(payload)s, %(catch_up)s, %(next_run_at)s, true, %(now)s::timestamptz)"
     " ON CONFLICT (name) DO UPDATE SET job_type = excluded.job_type,"
     " queue = excluded.queue, priority = excluded.priority, payload = excluded.payload,"
     " catch_up = excluded.catch_up, updated_at = excluded.updated_at,"
@@ -655,7 +695,7 @@ SCHEDULE_UPSERT: Final[LiteralString] = (
 SCHEDULE_DISABLE_UNDECLARED: Final[LiteralString] = (
     # Keep the rows of schedules the code no longer declares, disabled.
     "UPDATE jobvisor_schedules SET enabled = false,"
-    " updated_at = coalesce(%(now)s::timestamptz, now())"
+    " updated_at = %(now)s::timestamptz"
     " WHERE enabled AND NOT (name = ANY(coalesce(%(names)s::text[], '{}')))"
 )
 
@@ -673,8 +713,7 @@ SCHEDULE_ENABLED: Final[LiteralString] = (
     # The enabled schedules' next ticks, with the database's time. Unsorted:
     # the sort, priced out on our sessions (enable_sort), would make the plan
     # costly enough for PostgreSQL's JIT (a 100 ms compile for a few rows).
-    "SELECT name, next_run_at, coalesce(%(now)s::timestamptz, now())"
-    " FROM jobvisor_schedules WHERE enabled"
+    "SELECT name, next_run_at, %(now)s::timestamptz FROM jobvisor_schedules WHERE enabled"
 )
 
 SCHEDULE_ADVANCE: Final[LiteralString] = (
@@ -703,14 +742,19 @@ JOB_LISTING_COLUMNS: Final[LiteralString] = (
     " left(last_error, 200)"
 )
 
+JOB_PAGE_FILTERS: Final[LiteralString] = (
+    # The queue and type filters of every page of jobs (NULL: any).
+    " AND (%(queue)s::text IS NULL OR queue = %(queue)s::text)"
+    " AND (%(job_type)s::text IS NULL OR job_type = %(job_type)s::text)"
+)
+
 JOB_PAGE_NEWEST: Final[LiteralString] = (
     # A page of jobs of any status, newest first, after the cursor's id
     # (primary key, walked backwards); queue and type are filters on the way.
     "SELECT " + JOB_LISTING_COLUMNS + " FROM jobvisor_jobs"
     " WHERE (%(before)s::uuid IS NULL OR id < %(before)s::uuid)"
-    " AND (%(queue)s::text IS NULL OR queue = %(queue)s::text)"
-    " AND (%(job_type)s::text IS NULL OR job_type = %(job_type)s::text)"
-    " ORDER BY id DESC LIMIT %(limit)s"
+    + JOB_PAGE_FILTERS
+    + " ORDER BY id DESC LIMIT %(limit)s"
 )
 
 JOB_PAGE_NEWEST_OF_STATUS: Final[LiteralString] = (
@@ -718,9 +762,8 @@ JOB_PAGE_NEWEST_OF_STATUS: Final[LiteralString] = (
     # whose queue and type columns filter without reading the rows).
     "SELECT " + JOB_LISTING_COLUMNS + " FROM jobvisor_jobs"
     " WHERE status = %(status)s AND (%(before)s::uuid IS NULL OR id < %(before)s::uuid)"
-    " AND (%(queue)s::text IS NULL OR queue = %(queue)s::text)"
-    " AND (%(job_type)s::text IS NULL OR job_type = %(job_type)s::text)"
-    " ORDER BY id DESC LIMIT %(limit)s"
+    + JOB_PAGE_FILTERS
+    + " ORDER BY id DESC LIMIT %(limit)s"
 )
 
 JOB_PAGE_OF_CORRELATION: Final[LiteralString] = (
@@ -729,9 +772,8 @@ JOB_PAGE_OF_CORRELATION: Final[LiteralString] = (
     " WHERE correlation_id = %(correlation_id)s"
     " AND (%(before)s::uuid IS NULL OR id < %(before)s::uuid)"
     " AND (%(status)s::text IS NULL OR status = %(status)s::text)"
-    " AND (%(queue)s::text IS NULL OR queue = %(queue)s::text)"
-    " AND (%(job_type)s::text IS NULL OR job_type = %(job_type)s::text)"
-    " ORDER BY id DESC LIMIT %(limit)s"
+    + JOB_PAGE_FILTERS
+    + " ORDER BY id DESC LIMIT %(limit)s"
 )
 
 JOB_PAGE_DUE: Final[LiteralString] = (
@@ -745,16 +787,14 @@ JOB_PAGE_DUE: Final[LiteralString] = (
     "  WHERE status IN ('pending', 'retryable') AND priority = %(priority)s"
     "  AND (run_at, id) > (%(run_at)s::timestamptz, %(after)s::uuid)"
     "  AND (%(status)s::text IS NULL OR status = %(status)s::text)"
-    "  AND (%(queue)s::text IS NULL OR queue = %(queue)s::text)"
-    "  AND (%(job_type)s::text IS NULL OR job_type = %(job_type)s::text)"
-    "  ORDER BY priority DESC, run_at, id LIMIT %(limit)s)"
+    + JOB_PAGE_FILTERS
+    + "  ORDER BY priority DESC, run_at, id LIMIT %(limit)s)"
     " UNION ALL"
     " (SELECT " + JOB_LISTING_COLUMNS + " FROM jobvisor_jobs"
     "  WHERE status IN ('pending', 'retryable') AND priority < %(priority)s"
     "  AND (%(status)s::text IS NULL OR status = %(status)s::text)"
-    "  AND (%(queue)s::text IS NULL OR queue = %(queue)s::text)"
-    "  AND (%(job_type)s::text IS NULL OR job_type = %(job_type)s::text)"
-    "  ORDER BY priority DESC, run_at, id LIMIT %(limit)s)"
+    + JOB_PAGE_FILTERS
+    + "  ORDER BY priority DESC, run_at, id LIMIT %(limit)s)"
     ") AS due"
 )
 
@@ -780,10 +820,10 @@ JOB_ROWS_ESTIMATE: Final[LiteralString] = (
 JOB_OLDEST_DUE_OF_QUEUES: Final[LiteralString] = (
     # For each of these queues, seconds since its oldest claimable job became
     # due (NULL: none is due); one probe of jobvisor_jobs_due_idx per queue.
-    "SELECT q.name, (SELECT extract(epoch FROM coalesce(%(now)s::timestamptz, now())"
+    "SELECT q.name, (SELECT extract(epoch FROM %(now)s::timestamptz"
     "   - min(j.run_at)) FROM jobvisor_jobs AS j"
     "   WHERE j.status IN ('pending', 'retryable') AND j.queue = q.name"
-    "   AND j.run_at <= coalesce(%(now)s::timestamptz, now()))"
+    "   AND j.run_at <= %(now)s::timestamptz)"
     " FROM unnest(%(queues)s::text[]) AS q(name)"
 )
 
@@ -812,7 +852,7 @@ SUPERVISOR_HEARTBEAT: Final[LiteralString] = (
     # A supervisor says it is alive: its row, written anew every few seconds.
     "INSERT INTO jobvisor_supervisors (id, host, pid, version, started_at, heartbeat_at,"
     " leader, workers) VALUES (%(id)s, %(host)s, %(pid)s, %(version)s,"
-    " coalesce(%(now)s::timestamptz, now()), coalesce(%(now)s::timestamptz, now()),"
+    " %(now)s::timestamptz, %(now)s::timestamptz,"
     " %(leader)s, %(workers)s::jsonb)"
     " ON CONFLICT (id) DO UPDATE SET heartbeat_at = excluded.heartbeat_at,"
     " leader = excluded.leader, workers = excluded.workers"
@@ -821,8 +861,8 @@ SUPERVISOR_HEARTBEAT: Final[LiteralString] = (
 SUPERVISOR_LIST: Final[LiteralString] = (
     # The supervisors heard from within `fresh` seconds, with the database's time.
     "SELECT id, host, pid, version, started_at, heartbeat_at, leader, workers::text,"
-    " coalesce(%(now)s::timestamptz, now()) FROM jobvisor_supervisors"
-    " WHERE heartbeat_at >= coalesce(%(now)s::timestamptz, now())"
+    " %(now)s::timestamptz FROM jobvisor_supervisors"
+    " WHERE heartbeat_at >= %(now)s::timestamptz"
     "   - %(fresh)s::float8 * interval '1 second'"
     # Unsorted: the caller sorts (a sort priced out by enable_sort would
     # make PostgreSQL compile the plan with its JIT).
@@ -835,7 +875,7 @@ SUPERVISOR_DELETE: Final[LiteralString] = (
 
 SUPERVISOR_PRUNE: Final[LiteralString] = (
     # The rows of supervisors silent for more than `age` seconds (killed, host lost).
-    "DELETE FROM jobvisor_supervisors WHERE heartbeat_at < coalesce(%(now)s::timestamptz, now())"
+    "DELETE FROM jobvisor_supervisors WHERE heartbeat_at < %(now)s::timestamptz"
     " - %(age)s::float8 * interval '1 second'"
 )
 

@@ -1,7 +1,8 @@
 """Every statement the SQLite engine runs, under the same names as the
-PostgreSQL module. Times are Unix epoch seconds; `:now` is the injected clock
-and NULL means SQLite's own. Lists arrive as JSON text and are read with
-json_each. Writers serialise on BEGIN IMMEDIATE, so no SKIP LOCKED is needed."""
+PostgreSQL module. Times are Unix epoch seconds; `:now` is the time, always a
+parameter (the injected clock's, or this host's, which is SQLite's own). Lists
+arrive as JSON text and are read with json_each. Writers serialise on BEGIN
+IMMEDIATE, so no SKIP LOCKED is needed."""
 
 from typing import Final, LiteralString
 
@@ -32,9 +33,14 @@ MIGRATIONS_TABLE_EXISTS: Final[LiteralString] = (
     "SELECT count(*) > 0 FROM sqlite_master WHERE type = 'table' AND name = 'jobvisor_migrations'"
 )
 
+CLOCK_SAMPLE: Final[LiteralString] = (
+    # SQLite's clock is this host's, read directly: never sampled.
+    "SELECT (julianday('now') - 2440587.5) * 86400.0"
+)
+
 CLOCK_NOW: Final[LiteralString] = (
     # The time every other statement of this transaction would use.
-    "SELECT coalesce(:now, (julianday('now') - 2440587.5) * 86400.0)"
+    "SELECT :now"
 )
 
 JOB_COLUMNS_COPY: Final[LiteralString] = (
@@ -50,10 +56,10 @@ JOB_INSERT: Final[LiteralString] = (
     "INSERT INTO jobvisor_jobs (id, queue, job_type, payload, priority, run_at,"
     " max_attempts, dedupe_key, correlation_id, created_at, meta, concurrency_key)"
     " VALUES (:id, :queue, :job_type, :payload, :priority,"
-    " coalesce(:run_at, coalesce(:now, (julianday('now') - 2440587.5) * 86400.0)"
+    " coalesce(:run_at, :now"
     "   + coalesce(:delay, 0)),"
     " :max_attempts, :dedupe_key, :correlation_id,"
-    " coalesce(:now, (julianday('now') - 2440587.5) * 86400.0), :meta, :concurrency_key)"
+    " :now, :meta, :concurrency_key)"
     " ON CONFLICT (dedupe_key) WHERE dedupe_key IS NOT NULL"
     "   AND status IN ('pending', 'running', 'retryable') DO NOTHING"
     " RETURNING id"
@@ -63,8 +69,7 @@ UNIQUE_KEY: Final[LiteralString] = (
     # A unique job's key: its base text, and with a period the start of the
     # clock's current bucket, floor(now / period) * period, in UTC.
     "(:unique_key || CASE WHEN :unique_period IS NULL THEN '' ELSE '@'"
-    " || strftime('%Y-%m-%dT%H:%M:%SZ', CAST(coalesce(:now,"
-    "   (julianday('now') - 2440587.5) * 86400.0) / :unique_period AS INTEGER)"
+    " || strftime('%Y-%m-%dT%H:%M:%SZ', CAST(:now / :unique_period AS INTEGER)"
     "   * :unique_period, 'unixepoch') END)"
 )
 
@@ -73,10 +78,10 @@ _UNIQUE_INSERT: Final[LiteralString] = (
     " max_attempts, correlation_id, created_at, meta, unique_key, unique_states,"
     " concurrency_key)"
     " VALUES (:id, :queue, :job_type, :payload, :priority,"
-    " coalesce(:run_at, coalesce(:now, (julianday('now') - 2440587.5) * 86400.0)"
+    " coalesce(:run_at, :now"
     "   + coalesce(:delay, 0)),"
     " :max_attempts, :correlation_id,"
-    " coalesce(:now, (julianday('now') - 2440587.5) * 86400.0), :meta,"
+    " :now, :meta,"
     " " + UNIQUE_KEY + ", :unique_states, :concurrency_key)"
     " ON CONFLICT (unique_key) WHERE unique_key IS NOT NULL"
 )
@@ -100,6 +105,33 @@ JOB_GET_BY_UNIQUE_KEY: Final[LiteralString] = (
     "SELECT id FROM jobvisor_jobs WHERE unique_key = " + UNIQUE_KEY
 )
 
+JOB_INSERT_KEYED_MANY: Final[LiteralString] = (
+    # Insert many jobs with dedupe keys (`rows`: a JSON array of rows, their
+    # columns in the order of JOB_COLUMNS_COPY's, created_at left out), each
+    # unless a live job has its key (an earlier row included); returns the
+    # ids inserted. (`WHERE true` tells the parser the ON CONFLICT is the
+    # upsert's.)
+    "INSERT INTO jobvisor_jobs (id, queue, job_type, payload, priority, run_at,"
+    " max_attempts, dedupe_key, correlation_id, created_at, meta, concurrency_key)"
+    " SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]'),"
+    " json_extract(value, '$[2]'), json_extract(value, '$[3]'),"
+    " json_extract(value, '$[4]'), json_extract(value, '$[5]'),"
+    " json_extract(value, '$[6]'), json_extract(value, '$[7]'),"
+    " json_extract(value, '$[8]'), :now, json_extract(value, '$[9]'),"
+    " json_extract(value, '$[10]')"
+    " FROM json_each(:rows) WHERE true ORDER BY key"
+    " ON CONFLICT (dedupe_key) WHERE dedupe_key IS NOT NULL"
+    "   AND status IN ('pending', 'running', 'retryable') DO NOTHING"
+    " RETURNING id"
+)
+
+JOB_GET_LIVE_BY_DEDUPE_KEYS: Final[LiteralString] = (
+    # The live jobs holding any of these dedupe keys: (key, id).
+    "SELECT dedupe_key, id FROM jobvisor_jobs"
+    " WHERE dedupe_key IN (SELECT value FROM json_each(:keys))"
+    " AND status IN ('pending', 'running', 'retryable')"
+)
+
 JOB_GET_LIVE_BY_DEDUPE_KEY: Final[LiteralString] = (
     # The live job holding a dedupe key.
     "SELECT id FROM jobvisor_jobs WHERE dedupe_key = :dedupe_key"
@@ -113,15 +145,16 @@ JOB_NOTIFY: Final[LiteralString] = (
 
 JOB_CLAIM: Final[LiteralString] = (
     # Claim up to `limit` due jobs in priority order, none of a paused queue nor
-    # of a limited type or queue (JOB_CLAIM_LIMITED takes those).
+    # of a limited type or queue (JOB_CLAIM_LIMITED takes those); `token` is
+    # the claim's own, made by the caller.
     "UPDATE jobvisor_jobs SET status = 'running', attempts = attempts + 1,"
-    " claim_token = lower(hex(randomblob(16))), worker_id = :worker_id,"
-    " lease_expires_at = coalesce(:now, (julianday('now') - 2440587.5) * 86400.0) + :lease,"
-    " started_at = coalesce(:now, (julianday('now') - 2440587.5) * 86400.0)"
+    " claim_token = :token, worker_id = :worker_id,"
+    " lease_expires_at = :now + :lease,"
+    " started_at = :now"
     " WHERE id IN ("
     " SELECT id FROM jobvisor_jobs"
     " WHERE status IN ('pending', 'retryable')"
-    "   AND run_at <= coalesce(:now, (julianday('now') - 2440587.5) * 86400.0)"
+    "   AND run_at <= :now"
     "   AND (:queues IS NULL OR queue IN (SELECT value FROM json_each(:queues)))"
     "   AND (:job_types IS NULL OR job_type IN (SELECT value FROM json_each(:job_types)))"
     "   AND queue NOT IN (SELECT queue FROM jobvisor_queue_pauses)"
@@ -149,19 +182,16 @@ JOB_CLAIM_LIMITED: Final[LiteralString] = (
     # more per group than its concurrency left, its bucket's whole tokens, and
     # per concurrency key its key_concurrency left (see the PostgreSQL module).
     "UPDATE jobvisor_jobs SET status = 'running', attempts = attempts + 1,"
-    " claim_token = lower(hex(randomblob(16))), worker_id = :worker_id,"
-    " lease_expires_at = coalesce(:now, (julianday('now') - 2440587.5) * 86400.0) + :lease,"
-    " started_at = coalesce(:now, (julianday('now') - 2440587.5) * 86400.0)"
+    " claim_token = :token, worker_id = :worker_id,"
+    " lease_expires_at = :now + :lease,"
+    " started_at = :now"
     " WHERE id IN ("
     " WITH lim AS MATERIALIZED ("
     # (Whole tokens, give or take the float clock's rounding of a microsecond.)
     "  SELECT kind, name, concurrency, key_concurrency, CASE WHEN rate_count IS NOT NULL"
     "   THEN CAST(min(rate_count * 1.0, coalesce(tokens, rate_count) + max(0,"
-    "   "
-    "coalesce(:now, (julianday('now') - 2440587.5) * 86400.0)"
-    " - coalesce(refilled_at, "
-    "coalesce(:now, (julianday('now') - 2440587.5) * 86400.0)"
-    ")) * rate_count / rate_period) + 0.000001 AS INTEGER) END AS tokens"
+    "   :now - coalesce(refilled_at, :now)) * rate_count / rate_period) + 0.000001"
+    "   AS INTEGER) END AS tokens"
     "  FROM jobvisor_limits),"
     " run AS MATERIALIZED (SELECT queue, job_type, concurrency_key FROM jobvisor_jobs"
     "   WHERE status = 'running'),"
@@ -177,7 +207,7 @@ JOB_CLAIM_LIMITED: Final[LiteralString] = (
     " picks AS (SELECT j.id, j.queue, j.job_type, j.concurrency_key, j.priority, j.run_at"
     "   FROM jobvisor_jobs AS j"
     "   WHERE j.status IN ('pending', 'retryable')"
-    "   AND j.run_at <= coalesce(:now, (julianday('now') - 2440587.5) * 86400.0)"
+    "   AND j.run_at <= :now"
     "   AND (:queues IS NULL OR j.queue IN (SELECT value FROM json_each(:queues)))"
     "   AND (:job_types IS NULL OR j.job_type IN (SELECT value FROM json_each(:job_types)))"
     "   AND j.queue NOT IN (SELECT queue FROM jobvisor_queue_pauses)"
@@ -218,13 +248,9 @@ LIMIT_TAKE_TOKENS: Final[LiteralString] = (
     # Refill the buckets of these groups to now and take what the claim
     # started from each (`taken`: JSON [[kind, name, count], …]).
     "UPDATE jobvisor_limits SET tokens = min(rate_count * 1.0,"
-    "   coalesce(tokens, rate_count) + max(0, "
-    "coalesce(:now, (julianday('now') - 2440587.5) * 86400.0)"
-    " - coalesce(refilled_at, "
-    "coalesce(:now, (julianday('now') - 2440587.5) * 86400.0)"
-    "))"
+    "   coalesce(tokens, rate_count) + max(0, :now - coalesce(refilled_at, :now))"
     "   * rate_count / rate_period) - c.n,"
-    " refilled_at = coalesce(:now, (julianday('now') - 2440587.5) * 86400.0)"
+    " refilled_at = :now"
     " FROM (SELECT json_extract(value, '$[0]') AS kind, json_extract(value, '$[1]') AS name,"
     "   json_extract(value, '$[2]') AS n FROM json_each(:taken)) AS c"
     " WHERE jobvisor_limits.kind = c.kind AND jobvisor_limits.name = c.name"
@@ -242,11 +268,7 @@ LIMIT_SET: Final[LiteralString] = (
     "INSERT INTO jobvisor_limits (kind, name, concurrency, key_concurrency, rate_count,"
     " rate_period, tokens, refilled_at, source, updated_at)"
     " VALUES (:kind, :name, :concurrency, :key_concurrency, :rate_count,"
-    " :rate_period, :rate_count, "
-    "coalesce(:now, (julianday('now') - 2440587.5) * 86400.0)"
-    ", :source, "
-    "coalesce(:now, (julianday('now') - 2440587.5) * 86400.0)"
-    ")"
+    " :rate_period, :rate_count, :now, :source, :now)"
     " ON CONFLICT (kind, name) DO UPDATE SET concurrency = excluded.concurrency,"
     " key_concurrency = excluded.key_concurrency, rate_count = excluded.rate_count,"
     " rate_period = excluded.rate_period,"
@@ -272,7 +294,7 @@ JOB_RENEW_MANY: Final[LiteralString] = (
     # none did); returns the renewed ids, each with whether its cancel was
     # requested.
     "UPDATE jobvisor_jobs"
-    " SET lease_expires_at = coalesce(:now, (julianday('now') - 2440587.5) * 86400.0) + :lease,"
+    " SET lease_expires_at = :now + :lease,"
     " progress = coalesce((SELECT r.value FROM json_each(:progress) AS r"
     "   WHERE r.key = jobvisor_jobs.id), progress)"
     " FROM (SELECT json_extract(value, '$[0]') AS id, json_extract(value, '$[1]') AS token"
@@ -289,7 +311,7 @@ JOB_COMPLETE_MANY: Final[LiteralString] = (
     "UPDATE jobvisor_jobs SET status = CASE WHEN cancel_requested_at IS NULL"
     "   THEN 'completed' ELSE 'cancelled' END, claim_token = NULL,"
     " lease_expires_at = NULL,"
-    " finished_at = coalesce(:now, (julianday('now') - 2440587.5) * 86400.0),"
+    " finished_at = :now,"
     " result = CASE WHEN :results IS NOT NULL THEN"
     "   (SELECT r.value FROM json_each(:results) AS r WHERE r.key = jobvisor_jobs.id) END"
     " FROM (SELECT json_extract(value, '$[0]') AS id, json_extract(value, '$[1]') AS token"
@@ -306,16 +328,16 @@ JOB_FAIL: Final[LiteralString] = (
     " status = CASE WHEN cancel_requested_at IS NOT NULL THEN 'cancelled'"
     "   WHEN attempts >= max_attempts THEN 'dead' ELSE 'retryable' END,"
     " run_at = CASE WHEN attempts >= max_attempts OR cancel_requested_at IS NOT NULL THEN run_at"
-    "   ELSE coalesce(:now, (julianday('now') - 2440587.5) * 86400.0) + :delay END,"
+    "   ELSE :now + :delay END,"
     " finished_at = CASE WHEN attempts >= max_attempts OR cancel_requested_at IS NOT NULL"
-    "   THEN coalesce(:now, (julianday('now') - 2440587.5) * 86400.0) END,"
+    "   THEN :now END,"
     " last_error = CASE WHEN cancel_requested_at IS NULL THEN :error ELSE last_error END,"
     " claim_token = NULL, lease_expires_at = NULL,"
     # The attempt's entry in the error history, the last 20 kept.
     " errors = json_insert(CASE WHEN json_array_length(coalesce(errors, '[]')) >= 20"
     "   THEN json_remove(errors, '$[0]') ELSE coalesce(errors, '[]') END, '$[#]',"
     "   json_object('attempt', attempts,"
-    "   'at', coalesce(:now, (julianday('now') - 2440587.5) * 86400.0),"
+    "   'at', :now,"
     "   'error', :error, 'worker_id', worker_id))"
     " WHERE id = :id AND claim_token = :token AND status = 'running'"
     " RETURNING status"
@@ -327,9 +349,9 @@ JOB_SNOOZE: Final[LiteralString] = (
     "UPDATE jobvisor_jobs SET"
     " status = CASE WHEN cancel_requested_at IS NULL THEN 'pending' ELSE 'cancelled' END,"
     " finished_at = CASE WHEN cancel_requested_at IS NOT NULL"
-    "   THEN coalesce(:now, (julianday('now') - 2440587.5) * 86400.0) END,"
+    "   THEN :now END,"
     " attempts = attempts - 1,"
-    " run_at = coalesce(:now, (julianday('now') - 2440587.5) * 86400.0) + :delay,"
+    " run_at = :now + :delay,"
     " claim_token = NULL, lease_expires_at = NULL"
     " WHERE id = :id AND claim_token = :token AND status = 'running'"
     " RETURNING status"
@@ -341,9 +363,9 @@ JOB_RELEASE_MANY: Final[LiteralString] = (
     "UPDATE jobvisor_jobs SET"
     " status = CASE WHEN cancel_requested_at IS NULL THEN 'pending' ELSE 'cancelled' END,"
     " finished_at = CASE WHEN cancel_requested_at IS NOT NULL"
-    "   THEN coalesce(:now, (julianday('now') - 2440587.5) * 86400.0) END,"
+    "   THEN :now END,"
     " attempts = attempts - 1,"
-    " run_at = coalesce(:now, (julianday('now') - 2440587.5) * 86400.0),"
+    " run_at = :now,"
     " claim_token = NULL, lease_expires_at = NULL"
     " FROM (SELECT json_extract(value, '$[0]') AS id, json_extract(value, '$[1]') AS token"
     "   FROM json_each(:pairs)) AS c"
@@ -357,7 +379,7 @@ JOB_CANCEL_HELD: Final[LiteralString] = (
     # the request's text).
     "UPDATE jobvisor_jobs SET status = 'cancelled',"
     " last_error = CASE WHEN cancel_requested_at IS NULL THEN :error ELSE last_error END,"
-    " finished_at = coalesce(:now, (julianday('now') - 2440587.5) * 86400.0),"
+    " finished_at = :now,"
     " claim_token = NULL, lease_expires_at = NULL"
     " WHERE id = :id AND claim_token = :token AND status = 'running'"
     " RETURNING status"
@@ -371,26 +393,32 @@ JOB_REAP_EXPIRED: Final[LiteralString] = (
     " status = CASE WHEN cancel_requested_at IS NOT NULL THEN 'cancelled'"
     "   WHEN attempts >= max_attempts THEN 'dead' ELSE 'retryable' END,"
     " run_at = CASE WHEN attempts >= max_attempts OR cancel_requested_at IS NOT NULL THEN run_at"
-    "   ELSE coalesce(:now, (julianday('now') - 2440587.5) * 86400.0) + (SELECT"
+    "   ELSE :now + (SELECT"
     "     min(p.cap, p.base * (1 << min(max(jobvisor_jobs.attempts - 1, 0), 62)))"
-    "     * (1 - p.jitter * (abs(random()) / 9223372036854775808.0))"
+    # The jitter's draw in [0, 1) is the job's own (`backoff.retry_draw`): the
+    # low 16 bits of its id, stepped by 40503 (65536 / golden ratio) per attempt.
+    "     * (1 - p.jitter * (((instr('0123456789abcdef', substr(jobvisor_jobs.id, 33, 1)) - 1)"
+    "       * 4096 + (instr('0123456789abcdef', substr(jobvisor_jobs.id, 34, 1)) - 1) * 256"
+    "       + (instr('0123456789abcdef', substr(jobvisor_jobs.id, 35, 1)) - 1) * 16"
+    "       + (instr('0123456789abcdef', substr(jobvisor_jobs.id, 36, 1)) - 1)"
+    "       + jobvisor_jobs.attempts * 40503) % 65536 / 65536.0))"
     "     FROM (SELECT json_extract(value, '$[0]') AS job_type,"
     "       json_extract(value, '$[1]') AS base, json_extract(value, '$[2]') AS cap,"
     "       json_extract(value, '$[3]') AS jitter FROM json_each(:policies)) AS p"
     "     WHERE p.job_type = jobvisor_jobs.job_type OR p.job_type IS NULL"
     "     ORDER BY p.job_type IS NULL LIMIT 1) END,"
     " finished_at = CASE WHEN attempts >= max_attempts OR cancel_requested_at IS NOT NULL"
-    "   THEN coalesce(:now, (julianday('now') - 2440587.5) * 86400.0) END,"
+    "   THEN :now END,"
     " last_error = CASE WHEN cancel_requested_at IS NULL"
     "   THEN 'lease expired on worker ' || worker_id ELSE last_error END,"
     " errors = json_insert(CASE WHEN json_array_length(coalesce(errors, '[]')) >= 20"
     "   THEN json_remove(errors, '$[0]') ELSE coalesce(errors, '[]') END, '$[#]',"
     "   json_object('attempt', attempts,"
-    "   'at', coalesce(:now, (julianday('now') - 2440587.5) * 86400.0),"
+    "   'at', :now,"
     "   'error', 'lease expired on worker ' || worker_id, 'worker_id', worker_id)),"
     " claim_token = NULL, lease_expires_at = NULL"
     " WHERE status = 'running'"
-    " AND lease_expires_at < coalesce(:now, (julianday('now') - 2440587.5) * 86400.0)"
+    " AND lease_expires_at < :now"
     " RETURNING id, status, queue, job_type"
 )
 
@@ -407,17 +435,17 @@ JOB_REQUEUE_CRASHED: Final[LiteralString] = (
     "   THEN attempts - 1 ELSE attempts END,"
     " run_at = CASE WHEN cancel_requested_at IS NOT NULL"
     "   OR (attempts >= max_attempts AND (:culprit IS NULL OR id = :culprit))"
-    "   THEN run_at ELSE coalesce(:now, (julianday('now') - 2440587.5) * 86400.0) END,"
+    "   THEN run_at ELSE :now END,"
     " finished_at = CASE WHEN cancel_requested_at IS NOT NULL OR (attempts >= max_attempts"
     "   AND (:culprit IS NULL OR id = :culprit))"
-    "   THEN coalesce(:now, (julianday('now') - 2440587.5) * 86400.0) END,"
+    "   THEN :now END,"
     " last_error = CASE WHEN cancel_requested_at IS NOT NULL"
     "   OR (:culprit IS NOT NULL AND id <> :culprit) THEN last_error ELSE :error END,"
     " errors = CASE WHEN :culprit IS NOT NULL AND id <> :culprit THEN errors"
     "   ELSE json_insert(CASE WHEN json_array_length(coalesce(errors, '[]')) >= 20"
     "   THEN json_remove(errors, '$[0]') ELSE coalesce(errors, '[]') END, '$[#]',"
     "   json_object('attempt', attempts,"
-    "   'at', coalesce(:now, (julianday('now') - 2440587.5) * 86400.0),"
+    "   'at', :now,"
     "   'error', :error, 'worker_id', worker_id)) END,"
     " claim_token = NULL, lease_expires_at = NULL"
     " WHERE status = 'running' AND worker_id = :worker_id"
@@ -428,7 +456,7 @@ JOB_DELETE_FINISHED: Final[LiteralString] = (
     # One batch of terminal jobs of one status finished more than `age` seconds ago.
     "DELETE FROM jobvisor_jobs WHERE id IN ("
     " SELECT id FROM jobvisor_jobs WHERE status = :status"
-    "   AND finished_at < coalesce(:now, (julianday('now') - 2440587.5) * 86400.0) - :age"
+    "   AND finished_at < :now - :age"
     " LIMIT :limit)"
 )
 
@@ -439,9 +467,9 @@ JOB_COUNT_BY_QUEUE_STATUS: Final[LiteralString] = (
 
 JOB_OLDEST_DUE_AGE: Final[LiteralString] = (
     # Per queue, seconds since the oldest claimable job became due.
-    "SELECT queue, coalesce(:now, (julianday('now') - 2440587.5) * 86400.0) - min(run_at)"
+    "SELECT queue, :now - min(run_at)"
     " FROM jobvisor_jobs WHERE status IN ('pending', 'retryable')"
-    " AND run_at <= coalesce(:now, (julianday('now') - 2440587.5) * 86400.0) GROUP BY queue"
+    " AND run_at <= :now GROUP BY queue"
 )
 
 JOB_GET: Final[LiteralString] = (
@@ -471,7 +499,7 @@ JOB_COUNT_BY_STATUS: Final[LiteralString] = (
 JOB_REQUEUE_DEAD: Final[LiteralString] = (
     # A dead job back to pending with its attempts reset, unless a live job holds its dedupe key.
     "UPDATE jobvisor_jobs SET status = 'pending', attempts = 0, finished_at = NULL,"
-    " run_at = coalesce(:run_at, coalesce(:now, (julianday('now') - 2440587.5) * 86400.0))"
+    " run_at = coalesce(:run_at, :now)"
     " WHERE id = :id AND status = 'dead' AND (dedupe_key IS NULL OR NOT EXISTS ("
     "   SELECT 1 FROM jobvisor_jobs AS live WHERE live.dedupe_key = jobvisor_jobs.dedupe_key"
     "   AND live.status IN ('pending', 'running', 'retryable')))"
@@ -482,7 +510,7 @@ JOB_REQUEUE_DEAD_OF_TYPE: Final[LiteralString] = (
     # One batch of a job type's dead jobs without a dedupe key back to pending,
     # attempts reset; returns each one's queue.
     "UPDATE jobvisor_jobs SET status = 'pending', attempts = 0, finished_at = NULL,"
-    " run_at = coalesce(:run_at, coalesce(:now, (julianday('now') - 2440587.5) * 86400.0))"
+    " run_at = coalesce(:run_at, :now)"
     " WHERE id IN ("
     " SELECT id FROM jobvisor_jobs WHERE status = 'dead' AND job_type = :job_type"
     " AND dedupe_key IS NULL LIMIT :limit)"
@@ -513,9 +541,9 @@ JOB_CANCEL: Final[LiteralString] = (
     "UPDATE jobvisor_jobs SET"
     " status = CASE WHEN status = 'running' THEN status ELSE 'cancelled' END,"
     " finished_at = CASE WHEN status = 'running' THEN finished_at"
-    "   ELSE coalesce(:now, (julianday('now') - 2440587.5) * 86400.0) END,"
+    "   ELSE :now END,"
     " cancel_requested_at = CASE WHEN status = 'running' THEN coalesce(cancel_requested_at,"
-    "   coalesce(:now, (julianday('now') - 2440587.5) * 86400.0)) END,"
+    "   :now) END,"
     " last_error = CASE WHEN cancel_requested_at IS NULL THEN :error ELSE last_error END"
     " WHERE id = :id AND status IN ('pending', 'retryable', 'running')"
     " RETURNING status, NULL"
@@ -527,9 +555,9 @@ JOB_CANCEL_MANY: Final[LiteralString] = (
     "UPDATE jobvisor_jobs SET"
     " status = CASE WHEN status = 'running' THEN status ELSE 'cancelled' END,"
     " finished_at = CASE WHEN status = 'running' THEN finished_at"
-    "   ELSE coalesce(:now, (julianday('now') - 2440587.5) * 86400.0) END,"
+    "   ELSE :now END,"
     " cancel_requested_at = CASE WHEN status = 'running'"
-    "   THEN coalesce(:now, (julianday('now') - 2440587.5) * 86400.0) END,"
+    "   THEN :now END,"
     " last_error = :error"
     " WHERE id IN (SELECT id FROM jobvisor_jobs"
     "   WHERE status IN ('pending', 'retryable', 'running') AND cancel_requested_at IS NULL"
@@ -562,7 +590,7 @@ QUEUE_PAUSE_LOCK: Final[LiteralString] = (
 QUEUE_PAUSE: Final[LiteralString] = (
     # Pause a queue (a paused one keeps its first pause time).
     "INSERT INTO jobvisor_queue_pauses (queue, paused_at)"
-    " VALUES (:queue, coalesce(:now, (julianday('now') - 2440587.5) * 86400.0))"
+    " VALUES (:queue, :now)"
     " ON CONFLICT (queue) DO NOTHING"
 )
 
@@ -579,11 +607,11 @@ QUEUE_PAUSED_LIST: Final[LiteralString] = (
 LEADER_ATTEMPT_ELECT: Final[LiteralString] = (
     # Take or keep the leadership lease; returns a row only to the leader.
     "INSERT INTO jobvisor_leader (name, holder, expires_at)"
-    " VALUES (:name, :holder, coalesce(:now, (julianday('now') - 2440587.5) * 86400.0) + :ttl)"
+    " VALUES (:name, :holder, :now + :ttl)"
     " ON CONFLICT (name) DO UPDATE SET holder = excluded.holder,"
     " expires_at = excluded.expires_at"
     " WHERE jobvisor_leader.holder = excluded.holder"
-    "   OR jobvisor_leader.expires_at < coalesce(:now, (julianday('now') - 2440587.5) * 86400.0)"
+    "   OR jobvisor_leader.expires_at < :now"
     " RETURNING holder"
 )
 
@@ -604,7 +632,7 @@ SCHEDULE_UPSERT: Final[LiteralString] = (
     " payload, catch_up, next_run_at, enabled, updated_at)"
     " VALUES (:name, :spec, :timezone, :job_type, :queue, :priority,"
     " :payload, :catch_up, :next_run_at, 1,"
-    " coalesce(:now, (julianday('now') - 2440587.5) * 86400.0))"
+    " :now)"
     " ON CONFLICT (name) DO UPDATE SET job_type = excluded.job_type,"
     " queue = excluded.queue, priority = excluded.priority, payload = excluded.payload,"
     " catch_up = excluded.catch_up, updated_at = excluded.updated_at,"
@@ -618,7 +646,7 @@ SCHEDULE_UPSERT: Final[LiteralString] = (
 SCHEDULE_DISABLE_UNDECLARED: Final[LiteralString] = (
     # Keep the rows of schedules the code no longer declares, disabled.
     "UPDATE jobvisor_schedules SET enabled = 0,"
-    " updated_at = coalesce(:now, (julianday('now') - 2440587.5) * 86400.0)"
+    " updated_at = :now"
     " WHERE enabled AND name NOT IN (SELECT value FROM json_each(coalesce(:names, '[]')))"
 )
 
@@ -635,8 +663,7 @@ SCHEDULE_GET: Final[LiteralString] = (
 SCHEDULE_ENABLED: Final[LiteralString] = (
     # The enabled schedules' next ticks, with the database's time. Unsorted,
     # as on PostgreSQL: the caller sorts.
-    "SELECT name, next_run_at, coalesce(:now, (julianday('now') - 2440587.5) * 86400.0)"
-    " FROM jobvisor_schedules WHERE enabled"
+    "SELECT name, next_run_at, :now FROM jobvisor_schedules WHERE enabled"
 )
 
 SCHEDULE_ADVANCE: Final[LiteralString] = (
@@ -659,22 +686,23 @@ JOB_LISTING_COLUMNS: Final[LiteralString] = (
     " substr(last_error, 1, 200)"
 )
 
+JOB_PAGE_FILTERS: Final[LiteralString] = (
+    # The queue and type filters of every page of jobs (NULL: any).
+    " AND (:queue IS NULL OR queue = :queue) AND (:job_type IS NULL OR job_type = :job_type)"
+)
+
 JOB_PAGE_NEWEST: Final[LiteralString] = (
     # A page of jobs of any status, newest first, after the cursor's id.
     "SELECT " + JOB_LISTING_COLUMNS + " FROM jobvisor_jobs"
-    " WHERE (:before IS NULL OR id < :before)"
-    " AND (:queue IS NULL OR queue = :queue)"
-    " AND (:job_type IS NULL OR job_type = :job_type)"
-    " ORDER BY id DESC LIMIT :limit"
+    " WHERE (:before IS NULL OR id < :before)" + JOB_PAGE_FILTERS + " ORDER BY id DESC LIMIT :limit"
 )
 
 JOB_PAGE_NEWEST_OF_STATUS: Final[LiteralString] = (
     # A page of jobs of one status, newest first (jobvisor_jobs_status_idx).
     "SELECT " + JOB_LISTING_COLUMNS + " FROM jobvisor_jobs INDEXED BY jobvisor_jobs_status_idx"
     " WHERE status = :status AND (:before IS NULL OR id < :before)"
-    " AND (:queue IS NULL OR queue = :queue)"
-    " AND (:job_type IS NULL OR job_type = :job_type)"
-    " ORDER BY id DESC LIMIT :limit"
+    + JOB_PAGE_FILTERS
+    + " ORDER BY id DESC LIMIT :limit"
 )
 
 JOB_PAGE_OF_CORRELATION: Final[LiteralString] = (
@@ -683,9 +711,8 @@ JOB_PAGE_OF_CORRELATION: Final[LiteralString] = (
     " INDEXED BY jobvisor_jobs_correlation_idx"
     " WHERE correlation_id = :correlation_id AND (:before IS NULL OR id < :before)"
     " AND (:status IS NULL OR status = :status)"
-    " AND (:queue IS NULL OR queue = :queue)"
-    " AND (:job_type IS NULL OR job_type = :job_type)"
-    " ORDER BY id DESC LIMIT :limit"
+    + JOB_PAGE_FILTERS
+    + " ORDER BY id DESC LIMIT :limit"
 )
 
 JOB_PAGE_DUE: Final[LiteralString] = (
@@ -697,16 +724,14 @@ JOB_PAGE_DUE: Final[LiteralString] = (
     "  WHERE status IN ('pending', 'retryable') AND priority = :priority"
     "  AND (run_at, id) > (:run_at, :after)"
     "  AND (:status IS NULL OR status = :status)"
-    "  AND (:queue IS NULL OR queue = :queue)"
-    "  AND (:job_type IS NULL OR job_type = :job_type)"
-    "  ORDER BY priority DESC, run_at, id LIMIT :limit)"
+    + JOB_PAGE_FILTERS
+    + "  ORDER BY priority DESC, run_at, id LIMIT :limit)"
     " UNION ALL"
     " SELECT * FROM (SELECT " + JOB_LISTING_COLUMNS + " FROM jobvisor_jobs"
     "  WHERE status IN ('pending', 'retryable') AND priority < :priority"
     "  AND (:status IS NULL OR status = :status)"
-    "  AND (:queue IS NULL OR queue = :queue)"
-    "  AND (:job_type IS NULL OR job_type = :job_type)"
-    "  ORDER BY priority DESC, run_at, id LIMIT :limit)"
+    + JOB_PAGE_FILTERS
+    + "  ORDER BY priority DESC, run_at, id LIMIT :limit)"
     ")"
 )
 
@@ -732,10 +757,10 @@ JOB_ROWS_ESTIMATE: Final[LiteralString] = (
 JOB_OLDEST_DUE_OF_QUEUES: Final[LiteralString] = (
     # For each of these queues, seconds since its oldest claimable job became
     # due (NULL: none is due); one probe of jobvisor_jobs_due_idx per queue.
-    "SELECT q.value, (SELECT coalesce(:now, (julianday('now') - 2440587.5) * 86400.0)"
+    "SELECT q.value, (SELECT :now"
     "   - min(j.run_at) FROM jobvisor_jobs AS j"
     "   WHERE j.status IN ('pending', 'retryable') AND j.queue = q.value"
-    "   AND j.run_at <= coalesce(:now, (julianday('now') - 2440587.5) * 86400.0))"
+    "   AND j.run_at <= :now)"
     " FROM json_each(:queues) AS q"
 )
 
@@ -756,8 +781,8 @@ SUPERVISOR_HEARTBEAT: Final[LiteralString] = (
     # A supervisor says it is alive: its row, written anew every few seconds.
     "INSERT INTO jobvisor_supervisors (id, host, pid, version, started_at, heartbeat_at,"
     " leader, workers) VALUES (:id, :host, :pid, :version,"
-    " coalesce(:now, (julianday('now') - 2440587.5) * 86400.0),"
-    " coalesce(:now, (julianday('now') - 2440587.5) * 86400.0), :leader, :workers)"
+    " :now,"
+    " :now, :leader, :workers)"
     " ON CONFLICT (id) DO UPDATE SET heartbeat_at = excluded.heartbeat_at,"
     " leader = excluded.leader, workers = excluded.workers"
 )
@@ -765,8 +790,8 @@ SUPERVISOR_HEARTBEAT: Final[LiteralString] = (
 SUPERVISOR_LIST: Final[LiteralString] = (
     # The supervisors heard from within `fresh` seconds, with the database's time.
     "SELECT id, host, pid, version, started_at, heartbeat_at, leader, workers,"
-    " coalesce(:now, (julianday('now') - 2440587.5) * 86400.0) FROM jobvisor_supervisors"
-    " WHERE heartbeat_at >= coalesce(:now, (julianday('now') - 2440587.5) * 86400.0) - :fresh"
+    " :now FROM jobvisor_supervisors"
+    " WHERE heartbeat_at >= :now - :fresh"
     # Unsorted: the caller sorts (a sort priced out by enable_sort would
     # make PostgreSQL compile the plan with its JIT).
 )
@@ -778,8 +803,7 @@ SUPERVISOR_DELETE: Final[LiteralString] = (
 
 SUPERVISOR_PRUNE: Final[LiteralString] = (
     # The rows of supervisors silent for more than `age` seconds (killed, host lost).
-    "DELETE FROM jobvisor_supervisors"
-    " WHERE heartbeat_at < coalesce(:now, (julianday('now') - 2440587.5) * 86400.0) - :age"
+    "DELETE FROM jobvisor_supervisors WHERE heartbeat_at < :now - :age"
 )
 
 JOB_RUNNING_BY_WORKER: Final[LiteralString] = (

@@ -36,7 +36,7 @@ from ..log import get_logger
 from ..queue.api import AsyncQueue
 from ..queue.browse import COUNT_CAP, PAGE_DEFAULT, JobOrder, JobPage
 from ..queue.errors import InvalidArgument, JobNotFound, JobvisorError
-from ..queue.model import JobStatus
+from ..queue.model import JobStatus, LimitScope
 from . import views
 from .actions import Action
 from .auth import SESSION_COOKIE, SESSION_MAX_AGE, Guard
@@ -116,14 +116,16 @@ def _redirect(request: Request, target: str) -> RedirectResponse:
 
 async def overview(request: Request) -> Response:
     d: Dashboard = request.app.state.dashboard
-    queues, minutes, fleet, running = await asyncio.gather(
+    queues, minutes, fleet, running, limits = await asyncio.gather(
         d.queue.queue_states(),
         d.queue.throughput(),
         d.queue.supervisors(),
         d.queue.running_by_worker(),
+        d.queue.limits(),
     )
     context = {
         "queues": queues,
+        "type_limits": [x for x in limits if x.scope is LimitScope.TYPE],
         "statuses": list(JobStatus),
         "chart": views.throughput_svg(minutes),
         "minutes": minutes,

@@ -323,6 +323,9 @@ class Registry:
         timeout: float | None = None,
         hard_timeout: float | None = None,
         retry: RetryPolicy | None = None,
+        concurrency: int | None = None,
+        key_concurrency: int | None = None,
+        rate: str | None = None,
         unique: Unique | None = None,
         on_conflict: OnConflict | str | None = None,
     ) -> Callable[[Callable[P, R]], Task[P, R]]: ...
@@ -337,6 +340,9 @@ class Registry:
         timeout: float | None = None,
         hard_timeout: float | None = None,
         retry: RetryPolicy | None = None,
+        concurrency: int | None = None,
+        key_concurrency: int | None = None,
+        rate: str | None = None,
         unique: Unique | None = None,
         on_conflict: OnConflict | str | None = None,
     ) -> Task[P, R] | Callable[[Callable[P, R]], Task[P, R]]:
@@ -345,8 +351,9 @@ class Registry:
         with the arguments given to `task.enqueue(...)`. Bare `@registry.task`
         takes every default. `queue`, `priority`, `max_attempts`, `unique` and
         `on_conflict` are its jobs' defaults (`with_options` changes them per
-        enqueue); `timeout`, `hard_timeout` and `retry` are the handler's
-        (see `Handler`). Bad options, or a name already registered, raise
+        enqueue); `timeout`, `hard_timeout`, `retry` and the fleet-wide limits
+        `concurrency`, `key_concurrency` and `rate` are the handler's (see
+        `Handler`). Bad options, or a name already registered, raise
         `InvalidArgument`."""
 
         def register(func: Callable[P, R]) -> Task[P, R]:
@@ -366,6 +373,9 @@ class Registry:
                 hard_timeout=hard_timeout,
                 max_attempts=max_attempts,
                 retry=retry,
+                concurrency=concurrency,
+                key_concurrency=key_concurrency,
+                rate=rate,
                 unique=unique,
                 on_conflict=on_conflict,
             )

@@ -1,6 +1,8 @@
 // jobvisor's dashboard: a little progressive enhancement. Every page works
-// without it; it only adds "select all" and a refresh of the overview, which
-// runs while the tab is visible, so a forgotten tab costs the database nothing.
+// without it; it adds "select all" on the jobs page and, on the overview, a
+// switch to refresh the page every 10 s. The refresh is off until turned on
+// (remembered in this browser), and runs only while the tab is visible, so a
+// forgotten tab costs the database nothing.
 (function () {
   "use strict";
   document.querySelectorAll("input.select-all").forEach(function (box) {
@@ -11,12 +13,25 @@
       });
     });
   });
-  if (document.getElementById("queues") || document.querySelector("svg.chart")) {
-    var REFRESH_MS = 10000;
-    setInterval(function () {
-      if (document.visibilityState === "visible" && !document.querySelector("input:focus")) {
-        window.location.reload();
-      }
-    }, REFRESH_MS);
+  var slot = document.getElementById("refresh-slot");
+  if (!slot) {
+    return;
   }
+  var KEY = "jobvisor.refresh", REFRESH_MS = 10000;
+  var label = document.createElement("label");
+  var box = document.createElement("input");
+  box.type = "checkbox";
+  box.id = "auto-refresh";
+  box.checked = window.localStorage.getItem(KEY) === "1";
+  label.appendChild(box);
+  label.appendChild(document.createTextNode(" refresh every 10 s"));
+  slot.appendChild(label);
+  box.addEventListener("change", function () {
+    window.localStorage.setItem(KEY, box.checked ? "1" : "0");
+  });
+  setInterval(function () {
+    if (box.checked && document.visibilityState === "visible") {
+      window.location.reload();
+    }
+  }, REFRESH_MS);
 })();
