@@ -85,10 +85,8 @@ def test_progress_is_written_by_the_renewal_alone(url: str) -> None:
                 assert len(counting.statements) < REPORTS // 5
                 sql = queue._ctx.dialect.sql
                 assert counting.statements.count(sql.JOB_RENEW_MANY) > renewals
-                # Claims, and their look for limited groups once a second
-                # (LIMIT_LOCK between its transaction's begin and commit, steps
-                # without SQL).
-                claims = {sql.JOB_CLAIM, sql.LIMIT_LOCK, ""}
+                # (A claim may also look for limited groups, in a transaction.)
+                claims = {sql.JOB_CLAIM, sql.LIMIT_LOCK, sql.JOB_CLAIM_LIMITED, ""}
                 assert set(counting.statements[before:]) <= {sql.JOB_RENEW_MANY, *claims}
                 release.set()
                 done = await reader.wait(jid, timeout=DEADLINE)

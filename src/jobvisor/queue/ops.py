@@ -547,6 +547,7 @@ def claim(
         "limit": limit,
         "lease": seconds,
         "now": ctx.now(),
+        "slack": 0.0 if ctx.clock is not None else d.clock_slack,
         # One token for the jobs of this claim: each pair (id, token) is
         # still unique, and the statement calls no volatile function.
         "token": d.claim_token(uuid.uuid4()),
