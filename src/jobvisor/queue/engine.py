@@ -218,6 +218,10 @@ class Dialect(Protocol):
     copy_types: tuple[str, ...]
     """The column types of JOB_COLUMNS_COPY for a binary COPY (empty: the
     engine's bulk insert needs none)."""
+    clock_slack: float
+    """Seconds a claim looks ahead of its own reading of the clock: how far
+    two processes' readings of the database's clock may disagree (`CLOCK_SLACK`
+    on PostgreSQL; none on SQLite, whose clock is the host's own)."""
 
     def id(self, value: uuid.UUID) -> Any: ...
 
@@ -266,12 +270,22 @@ def _meta_json(value: dict[str, Any] | None) -> str | None:
     return None if value is None else json.dumps(value, separators=(",", ":"))
 
 
+# Each process reckons the database's time from its own reading of the server's
+# clock (`DatabaseClock`): two readings may disagree by about half a round trip
+# each, and a job one process enqueued "now" could look a few milliseconds
+# ahead to another that claims right after. A PostgreSQL claim therefore takes
+# jobs due up to this much ahead of its reading: a job never waits for the
+# next poll for want of a millisecond, and none starts more than this early.
+CLOCK_SLACK: Final = 0.05
+
+
 class PostgresDialect:
     """PostgreSQL takes Python values as they are; lists are arrays."""
 
     name = "postgres"
     sql: SqlSet = sql_postgres
     notifies = True
+    clock_slack = CLOCK_SLACK
     copy_types: tuple[str, ...] = (
         *("uuid", "text", "text", "jsonb", "int4", "timestamptz", "int4"),
         *("text", "text", "timestamptz", "jsonb", "text"),
@@ -395,6 +409,7 @@ class SqliteDialect:
     name = "sqlite"
     sql: SqlSet = sql_sqlite
     notifies = False
+    clock_slack = 0.0
     copy_types: tuple[str, ...] = ()
 
     def id(self, value: uuid.UUID) -> Any:
