@@ -12,7 +12,9 @@ each, app `bench.limits_app:limited` or `:unlimited`. An enqueuer offers
 types alternating, each keyed job a random one of `--keys` tenants). Jobs
 per second is the jobs divided by the time from the first enqueue to the
 last completion (the database's clock); "most running" is read from the
-jobs' started_at and finished_at, and must not pass the limit.
+jobs' started_at and finished_at, and must not pass the limit. The mean time
+a capped job spends `running` (claim to completion) bounds what 50 slots can
+carry: 50 / that time, by Little's law.
 
 PostgreSQL runs in a database `jobvisor_bench_limits`, dropped and created
 per run; SQLite in a temporary file.
@@ -149,9 +151,16 @@ def one_run(engine: str, mode: str, args: argparse.Namespace) -> dict[str, float
             url,
             "SELECT min(created_at), max(finished_at) FROM jobvisor_jobs WHERE queue = 'default'",
         )
+        found = rows(
+            url,
+            "SELECT started_at, finished_at FROM jobvisor_jobs"
+            " WHERE job_type = 'capped' AND queue = 'default'",
+        )
+        held = statistics.mean(epoch(f) - epoch(s) for s, f in found)
         return {
             "jobs/s": sent / (epoch(last) - epoch(first)),
             "capped": most_running(url, "capped"),
+            "held ms": held * 1000,
         }
 
 
@@ -173,7 +182,8 @@ def main() -> None:
             got = one_run(args.engine, mode, args)
             rates.append(got["jobs/s"])
             print(f"  {mode}: {got['jobs/s']:,.0f} jobs/s, most running capped: "
-                  f"{got['capped']:.0f}", flush=True)  # fmt: skip
+                  f"{got['capped']:.0f}, a capped job running for {got['held ms']:.1f} ms "
+                  "on average (claim to completion)", flush=True)  # fmt: skip
         medians[mode] = statistics.median(rates)
         print(f"{args.engine} {mode}: median {medians[mode]:,.0f} jobs/s over {args.runs} run(s)")
     ratio = medians["limited"] / medians["unlimited"]

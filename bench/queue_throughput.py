@@ -186,7 +186,10 @@ def bare_pg_worker(url: str, batch: int, barrier: Barrier, reports: Any) -> None
             while True:
                 # The API passes the time and a fresh claim token too.
                 now = dt.datetime.now(dt.UTC)
-                cur.execute(sql_postgres.JOB_CLAIM, {**claim, "now": now, "token": uuid.uuid4()})
+                cur.execute(
+                    sql_postgres.JOB_CLAIM,
+                    {**claim, "now": now, "slack": 0.0, "token": uuid.uuid4()},
+                )
                 rows = cur.fetchall()
                 if not rows:
                     break

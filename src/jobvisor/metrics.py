@@ -43,7 +43,8 @@ from prometheus_client import (
     generate_latest,
 )
 
-from .queue.model import JobStatus, Summary
+from .queue import validate
+from .queue.model import JobStatus, Limit, Summary
 from .worker.protocol import Metrics as MetricsMessage
 from .worker.protocol import MetricsJob, Outcome
 
@@ -183,6 +184,13 @@ class Metrics:
             ("queue",),
             registry=r,
         )
+        self.limit = Gauge(
+            "jobvisor_limit",
+            "A fleet-wide limit: running jobs (concurrency, key_concurrency) or starts"
+            " per second (rate), by scope (queue or type) and name.",
+            ("scope", "name", "limit"),
+            registry=r,
+        )
         self.claims = Counter(
             "jobvisor_claims", "Claim statements that returned at least one job.", registry=r
         )
@@ -245,6 +253,10 @@ class Metrics:
         self.queue_paused.clear()
         for name in summary.queues():
             self.queue_paused.labels(name).set(1 if name in summary.paused else 0)
+        self.limit.clear()
+        for lim in summary.limits:
+            for kind, value in _limit_values(lim):
+                self.limit.labels(lim.scope.value, lim.name, kind).set(value)
 
     def record_restart(self, reason: str) -> None:
         """A worker was replaced: `crashed`, `killed` (a signal; SIGKILL is
@@ -350,3 +362,16 @@ class WorkerMetrics:
 
 def _size(message: Mapping[str, Any]) -> int:
     return len(json.dumps(message, separators=(",", ":")))
+
+
+def _limit_values(limit: Limit) -> list[tuple[str, float]]:
+    """(which, value) of each limit a group has; a rate as starts per second."""
+    values: list[tuple[str, float]] = []
+    if limit.concurrency is not None:
+        values.append(("concurrency", float(limit.concurrency)))
+    if limit.key_concurrency is not None:
+        values.append(("key_concurrency", float(limit.key_concurrency)))
+    rate = validate.rate("rate", limit.rate)
+    if rate is not None:
+        values.append(("rate", rate[0] / rate[1]))
+    return values

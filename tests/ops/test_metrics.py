@@ -194,3 +194,26 @@ def test_the_paused_gauge_follows_pause_and_resume(queue: Queue) -> None:
     metrics.record_summary(queue.summary())
     assert value(metrics, "jobvisor_queue_paused", queue="mail") == 0
     assert value(metrics, "jobvisor_queue_paused", queue="idle") is None
+
+
+def test_the_limit_gauge_shows_every_limit(queue: Queue) -> None:
+    queue.set_limit(queue="mail", concurrency=5)
+    queue.set_limit(job_type="sync", key_concurrency=2, rate="120/m")
+    metrics = Metrics()
+    metrics.record_summary(queue.summary())
+
+    def limits() -> dict[tuple[str, str, str], float]:
+        return {
+            (dict(labels)["scope"], dict(labels)["name"], dict(labels)["limit"]): v
+            for (name, labels), v in samples(metrics).items()
+            if name == "jobvisor_limit"
+        }
+
+    assert limits() == {
+        ("queue", "mail", "concurrency"): 5.0,
+        ("type", "sync", "key_concurrency"): 2.0,
+        ("type", "sync", "rate"): 2.0,  # starts per second
+    }
+    queue.clear_limit(queue="mail")
+    metrics.record_summary(queue.summary())
+    assert ("queue", "mail", "concurrency") not in limits()

@@ -15,7 +15,10 @@ from types import ModuleType
 from typing import Any
 
 # The contract modules whose tests run again here.
-CONTRACT = ("admin", "async", "cancel", "claim", "enqueue", "outcomes", "pause", "results", "wait")
+CONTRACT = (
+    "admin", "async", "cancel", "claim", "enqueue", "limits", "outcomes", "pause", "results",
+    "unique", "wait",
+)  # fmt: skip
 MODULES: tuple[ModuleType, ...] = tuple(
     importlib.import_module(f"tests.queue.test_{name}") for name in CONTRACT
 )

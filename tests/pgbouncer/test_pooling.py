@@ -11,7 +11,7 @@ import pytest
 
 import jobvisor
 from jobvisor import Queue
-from jobvisor.queue.engine import Plan, Steps, Stmt
+from jobvisor.queue.engine import BEGIN, COMMIT, Plan, Steps, Stmt
 from jobvisor.queue.errors import DatabaseError
 from tests.conftest import _with_dbname
 from tests.pgbouncer.conftest import bouncer
@@ -92,3 +92,20 @@ def test_a_planner_plan_has_its_settings_for_its_transaction(single: str) -> Non
         runner = q._runner
         assert runner.run(Plan(_enable_sort(), transaction=False, planner=True)) == "off"
         assert runner.run(Plan(_enable_sort(), transaction=False)) == "on"
+
+
+def _enable_sort_around_commits() -> Steps[list[str]]:
+    seen = [(yield from _enable_sort())]
+    yield COMMIT  # as the limited claim ends its own transaction
+    seen.append((yield from _enable_sort()))
+    yield BEGIN
+    seen.append((yield from _enable_sort()))
+    yield COMMIT
+    return seen
+
+
+def test_a_planner_plan_keeps_its_settings_past_its_commits(single: str) -> None:
+    with jobvisor.connect(single, pgbouncer=True) as q:
+        plan = Plan(_enable_sort_around_commits(), transaction=False, planner=True)
+        assert q._runner.run(plan) == ["off", "off", "off"]
+        assert q._runner.run(Plan(_enable_sort(), transaction=False)) == "on"

@@ -243,13 +243,17 @@ class QueueMachine(RuleBasedStateMachine):
         expected = self.model.claimable(limit=limit, queues=queues, job_types=job_types)
         jobs = self.q.claim(worker, limit=limit, lease=lease, queues=queues, job_types=job_types)
         assert [j.id for j in jobs] in expected
+        held = {m.token for m in self.model.jobs.values() if m.status == "running"}
+        assert not {j.claim_token for j in jobs} & held
         for job in jobs:
             self.model.hold(job.id, _handle(job).token, worker, float(lease))
             m = self.model.jobs[job.id]
             assert job.status == "running" and job.worker_id == worker
             assert job.attempts == m.attempts and job.max_attempts == m.max_attempts
             assert job.lease_expires_at == self.clock() + dt.timedelta(seconds=lease)
-        assert len({j.claim_token for j in jobs}) == len(jobs)
+        # One token per claim, never one a held job has: a job's (id, token)
+        # pair is this claim's alone.
+        assert len({(j.id, j.claim_token) for j in jobs}) == len(jobs)
         return multiple(*(_handle(j) for j in jobs))
 
     # --- outcomes of a claim ----------------------------------------------------

@@ -5,6 +5,7 @@ that takes its job out of `running`."""
 
 from __future__ import annotations
 
+import asyncio
 import collections
 import time
 from typing import Any
@@ -15,6 +16,7 @@ import jobvisor
 from jobvisor import JobStatus, Queue
 from jobvisor.queue.errors import InvalidArgument
 from jobvisor.queue.model import Limit, LimitScope, LimitSource
+from jobvisor.queue.notices import Notice, NoticeKind
 from tests.conftest import run_async
 from tests.invariants import assert_invariants, query_all
 from tests.queue.conftest import MakeQueue
@@ -275,3 +277,38 @@ def test_racing_claimers_in_processes_never_pass_the_limit(make_queue: MakeQueue
     seen = run_in_processes(_claim_and_hold, [(url, f"w{i}", 80) for i in range(4)])
     assert max(seen) <= 3
     assert_invariants(url)
+
+
+def test_a_limited_jobs_completion_or_failure_wakes_its_queues_workers(pg_url: str) -> None:
+    """PostgreSQL: the statement that frees a limited slot notifies the
+    job's queue (an unlimited job's completion sends nothing)."""
+    with jobvisor.connect(pg_url) as q:
+        q.migrate()
+        q.set_limit(job_type="capped", concurrency=1)
+        q.enqueue_many([{"job_type": "capped", "queue": "mail"}] * 2)
+        q.enqueue("free", queue="mail")
+        held = {j.job_type: j for j in q.claim("w", limit=10)}
+    assert set(held) == {"capped", "free"}
+
+    async def body() -> list[Notice]:
+        got: list[Notice] = []
+        async with jobvisor.connect_async(pg_url) as aq:
+            notices = aq.notifications(queues=["mail"])
+            async with asyncio.timeout(30):
+                got.append(await anext(notices))  # missed: listening begins
+                await asyncio.sleep(0.2)  # the LISTEN is in place before the changes
+                waiting = asyncio.ensure_future(anext(notices))
+                await aq.complete(held["free"])
+                done, _ = await asyncio.wait({waiting}, timeout=0.5)
+                assert not done, "an unlimited job's completion sent a notice"
+                await aq.complete(held["capped"])
+                got.append(await waiting)
+                (following,) = await aq.claim("w", limit=10)
+                await aq.fail(following, "boom", retry_in=3600)
+                got.append(await anext(notices))
+            await notices.aclose()
+        return got
+
+    began, completed, failed = run_async(body)
+    assert began.kind == NoticeKind.MISSED
+    assert completed == failed == Notice(NoticeKind.JOB, "mail")

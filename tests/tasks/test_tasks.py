@@ -290,6 +290,24 @@ def test_unique_and_on_conflict_options(bound: Queue) -> None:
         Registry().task(on_conflict="merge")(lambda: None)
 
 
+def test_a_task_declares_limits_and_enqueues_with_a_concurrency_key(queue: Queue, url: str) -> None:
+    local = Registry()
+
+    @local.task(key_concurrency=1, rate="10/s")
+    def sync_tenant(tenant: int) -> None: ...
+
+    assert [(lim.name, lim.key_concurrency, lim.rate) for lim in local.limits] == [
+        ("sync_tenant", 1, "10/s")
+    ]
+    with pytest.raises(InvalidArgument, match="rate='often'"):
+        local.task("other", rate="often")(lambda: None)
+    queue.limits_sync(local.limits, job_types=local.job_types)
+    with local.bind(queue):
+        for tenant in (1, 1, 2):
+            sync_tenant.with_options(concurrency_key=f"tenant:{tenant}").enqueue(tenant)
+    assert len(queue.claim("w", limit=10)) == 2  # one per tenant
+
+
 def test_fleet_limits_and_the_concurrency_key(bound: Queue, url: str) -> None:
     local = Registry()
 

@@ -27,6 +27,7 @@ CHROMEDRIVER = "/usr/bin/chromedriver"
 CHROMIUM = "/usr/bin/chromium"
 
 webdriver = pytest.importorskip("selenium.webdriver", reason="selenium is not installed")
+from selenium.common.exceptions import WebDriverException  # noqa: E402
 from selenium.webdriver.common.by import By  # noqa: E402
 from selenium.webdriver.remote.webdriver import WebDriver  # noqa: E402
 from selenium.webdriver.support.expected_conditions import staleness_of  # noqa: E402
@@ -74,9 +75,23 @@ def shot(browser: WebDriver, tmp_path: Path, name: str) -> None:
 def go(browser: WebDriver, by: str, value: str) -> None:
     """Click what leads to another page, and wait until that page is there
     (a click returns before the page it asked for has loaded)."""
+    wait = WebDriverWait(browser, 15)
+    wait.until(loaded)
     old = browser.find_element(By.TAG_NAME, "html")
-    browser.find_element(by, value).click()
-    WebDriverWait(browser, 15).until(staleness_of(old))
+    try:
+        browser.find_element(by, value).click()
+    except WebDriverException as exc:
+        # chromedriver looks at the clicked node once more after the click;
+        # when the click has already replaced the page (a busy machine), it
+        # says so. The wait below still fails if nothing was clicked.
+        if "does not belong to the document" not in str(exc):
+            raise
+    wait.until(staleness_of(old))
+    wait.until(loaded)
+
+
+def loaded(browser: WebDriver) -> bool:
+    return bool(browser.execute_script("return document.readyState") == "complete")
 
 
 def text(browser: WebDriver, css: str) -> str:

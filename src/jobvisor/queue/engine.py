@@ -218,6 +218,10 @@ class Dialect(Protocol):
     copy_types: tuple[str, ...]
     """The column types of JOB_COLUMNS_COPY for a binary COPY (empty: the
     engine's bulk insert needs none)."""
+    clock_slack: float
+    """Seconds a claim looks ahead of its own reading of the clock: how far
+    two processes' readings of the database's clock may disagree (`CLOCK_SLACK`
+    on PostgreSQL; none on SQLite, whose clock is the host's own)."""
 
     def id(self, value: uuid.UUID) -> Any: ...
 
@@ -266,12 +270,22 @@ def _meta_json(value: dict[str, Any] | None) -> str | None:
     return None if value is None else json.dumps(value, separators=(",", ":"))
 
 
+# Each process reckons the database's time from its own reading of the server's
+# clock (`DatabaseClock`): two readings may disagree by about half a round trip
+# each, and a job one process enqueued "now" could look a few milliseconds
+# ahead to another that claims right after. A PostgreSQL claim therefore takes
+# jobs due up to this much ahead of its reading: a job never waits for the
+# next poll for want of a millisecond, and none starts more than this early.
+CLOCK_SLACK: Final = 0.05
+
+
 class PostgresDialect:
     """PostgreSQL takes Python values as they are; lists are arrays."""
 
     name = "postgres"
     sql: SqlSet = sql_postgres
     notifies = True
+    clock_slack = CLOCK_SLACK
     copy_types: tuple[str, ...] = (
         *("uuid", "text", "text", "jsonb", "int4", "timestamptz", "int4"),
         *("text", "text", "timestamptz", "jsonb", "text"),
@@ -395,6 +409,7 @@ class SqliteDialect:
     name = "sqlite"
     sql: SqlSet = sql_sqlite
     notifies = False
+    clock_slack = 0.0
     copy_types: tuple[str, ...] = ()
 
     def id(self, value: uuid.UUID) -> Any:
@@ -731,7 +746,7 @@ class _PgStep:
     `copy`), then read back `fetch`."""
 
     commit: bool = False
-    begin: bool = False
+    begin: Query | None = None
     query: Query | None = None
     params: dict[str, Any] | None = None
     copy: Sequence[Sequence[Any]] | None = None
@@ -739,19 +754,21 @@ class _PgStep:
     fetch: Fetch | None = None
 
 
-def _pg_step(step: Step, *, begin: bool, clock: DatabaseClock) -> _PgStep:
-    """The one dispatch of a step on PostgreSQL. `begin`: the plan runs in a
-    transaction of our own on an autocommit connection, so a `commit` step
-    opens the next one. A `now` left None is the database's time (`clock`)."""
+def _pg_step(step: Step, *, opening: LiteralString | None, clock: DatabaseClock) -> _PgStep:
+    """The one dispatch of a step on PostgreSQL. `opening`: the plan runs in
+    a transaction of our own on an autocommit connection, begun with that
+    statement, so a `commit` step opens the next one with it (behind
+    PgBouncer the planner settings are set again, see `PgSession`). A `now`
+    left None is the database's time (`clock`)."""
     if isinstance(step, Script):
         # Migration scripts are package data, not literals: passed as bytes,
         # psycopg runs them as they are (several statements, no parameters).
         return _PgStep(query=step.text.encode())
     fetch = step.fetch
     if fetch == "commit":
-        return _PgStep(commit=True, begin=begin)
+        return _PgStep(commit=True, begin=opening)
     if fetch == "begin":
-        return _PgStep(begin=not begin)
+        return _PgStep(begin=None if opening else "BEGIN")
     if fetch == "copy":
         return _PgStep(query=step.sql, copy=step.rows, types=step.types)
     return _PgStep(query=step.sql, params=with_time(step.params, clock.now), fetch=fetch)
@@ -777,12 +794,14 @@ def _copy_types(cur: Any, copy: Any, types: Sequence[str]) -> None:
         copy.set_types(types)
 
 
-def _pg_execute(cur: Any, step: Step, *, clock: DatabaseClock, begin: bool = False) -> Any:
-    s = _pg_step(step, begin=begin, clock=clock)
+def _pg_execute(
+    cur: Any, step: Step, *, clock: DatabaseClock, opening: LiteralString | None = None
+) -> Any:
+    s = _pg_step(step, opening=opening, clock=clock)
     if s.commit:
         cur.connection.commit()
-    if s.begin:
-        cur.execute("BEGIN")
+    if s.begin is not None:
+        cur.execute(s.begin)
     if s.query is None:
         return None
     if s.copy is not None:
@@ -800,13 +819,13 @@ def _pg_execute(cur: Any, step: Step, *, clock: DatabaseClock, begin: bool = Fal
 
 
 async def _pg_execute_async(
-    cur: Any, step: Step, *, clock: DatabaseClock, begin: bool = False
+    cur: Any, step: Step, *, clock: DatabaseClock, opening: LiteralString | None = None
 ) -> Any:
-    s = _pg_step(step, begin=begin, clock=clock)
+    s = _pg_step(step, opening=opening, clock=clock)
     if s.commit:
         await cur.connection.commit()
-    if s.begin:
-        await cur.execute("BEGIN")
+    if s.begin is not None:
+        await cur.execute(s.begin)
     if s.query is None:
         return None
     if s.copy is not None:
@@ -941,13 +960,14 @@ class PostgresRunner:
                     return drive(plan.steps, lambda s: _pg_execute(cur, s, clock=clock))
             self._first_connection()
             opening = self.session.opening(plan)
-            begin = opening is not None
             with self.pool.connection() as conn, conn.cursor() as cur:
                 if clock.due():
                     clock.read(cur)
                 if opening is not None:
                     cur.execute(opening)
-                return drive(plan.steps, lambda s: _pg_execute(cur, s, clock=clock, begin=begin))
+                return drive(
+                    plan.steps, lambda s: _pg_execute(cur, s, clock=clock, opening=opening)
+                )
         except PoolTimeout as exc:
             raise self.connecting.unavailable(exc) from exc
         except psycopg.Error as exc:
@@ -1041,13 +1061,14 @@ class AsyncPostgresRunner:
         clock = self.clock
         if clock.due():
             await clock.read_async(cur)
-        begin = opening is not None
         if opening is not None:
             await cur.execute(opening)
         result: Any = None
         try:
             while True:
-                result = await _pg_execute_async(cur, steps.send(result), clock=clock, begin=begin)
+                result = await _pg_execute_async(
+                    cur, steps.send(result), clock=clock, opening=opening
+                )
         except StopIteration as stop:
             return stop.value  # type: ignore[no-any-return]
 
@@ -1342,9 +1363,9 @@ class BorrowedRunner:
 
 def _lendable(step: Step) -> Step:
     """`step`, unless it would commit or migrate on a borrowed connection."""
-    if isinstance(step, Script) or step.fetch == "commit":
+    if isinstance(step, Script) or step.fetch in ("commit", "begin"):
         raise InvalidArgument(
-            "this operation commits as it goes or migrates: run it on a queue of its own "
-            "(jobvisor.connect), not on a borrowed connection"
+            "this operation manages its own transactions or migrates: run it on a queue "
+            "of its own (jobvisor.connect), not on a borrowed connection"
         )
     return step

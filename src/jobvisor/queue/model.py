@@ -606,11 +606,13 @@ class SummaryRow:
 @dataclasses.dataclass(frozen=True, slots=True)
 class Summary:
     """Job counts by queue and status, the age of each queue's oldest
-    claimable job (seconds, from the database clock), and the paused queues."""
+    claimable job (seconds, from the database clock), the paused queues, and
+    the fleet-wide limits."""
 
     rows: tuple[SummaryRow, ...]
     oldest_pending_age: Mapping[str, float]
     paused: tuple[str, ...] = ()
+    limits: tuple[Limit, ...] = ()
 
     def count(self, status: JobStatus | str | None = None, queue: str | None = None) -> int:
         return sum(

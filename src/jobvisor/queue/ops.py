@@ -547,6 +547,7 @@ def claim(
         "limit": limit,
         "lease": seconds,
         "now": ctx.now(),
+        "slack": 0.0 if ctx.clock is not None else d.clock_slack,
         # One token for the jobs of this claim: each pair (id, token) is
         # still unique, and the statement calls no volatile function.
         "token": d.claim_token(uuid.uuid4()),
@@ -1004,8 +1005,8 @@ def _delete_in_batches(sql: LiteralString, params: dict[str, Any], batch_size: i
 
 
 def summary(ctx: Ctx) -> Plan[Summary]:
-    """Counts by queue and status, each queue's oldest due job's age, and the
-    paused queues."""
+    """Counts by queue and status, each queue's oldest due job's age, the
+    paused queues and the limits."""
     sql = ctx.dialect.sql
     now = ctx.now()
 
@@ -1013,10 +1014,12 @@ def summary(ctx: Ctx) -> Plan[Summary]:
         rows = yield Stmt(sql.JOB_COUNT_BY_QUEUE_STATUS, {}, fetch="all")
         ages = yield Stmt(sql.JOB_OLDEST_DUE_AGE, {"now": now}, fetch="all")
         paused = yield Stmt(sql.QUEUE_PAUSED_LIST, fetch="all")
+        limits = yield Stmt(sql.LIMIT_LIST, fetch="all")
         return Summary(
             rows=tuple(sorted(SummaryRow(r[0], JobStatus(r[1]), int(r[2])) for r in rows)),
             oldest_pending_age={r[0]: max(0.0, float(r[1])) for r in ages},
             paused=tuple(r[0] for r in paused),
+            limits=tuple(limit_from_row(r) for r in limits),
         )
 
     return Plan(steps(), write=False, transaction=False)
