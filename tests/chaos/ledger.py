@@ -13,8 +13,9 @@ at-least-once delivery:
    too: not yet run, or handed back).
 3. DESIGN.md's invariants (`tests.invariants.assert_invariants`), among them
    attempts <= max_attempts and no claim token outside `running`.
-4. A claim runs its handler at most once: no claim token appears in two
-   ledger runs. (Each claim draws a fresh token.)
+4. A claim runs its handler at most once: no job appears in two ledger
+   runs with the same claim token. (Each claim call draws a fresh token,
+   shared by the jobs it takes.)
 5. Every completed job was completed by a run that is in the ledger: the
    row keeps the `worker_id` and `attempts` of the claim that completed it,
    and a ledger run has that pair. No run of the job has a higher attempt:
@@ -349,7 +350,8 @@ LEDGER_QUERIES: Final = {
     "jobs": "SELECT id, status, attempts, max_attempts, last_error, worker_id FROM jobvisor_jobs",
     "runs": "SELECT run_id, job_id, claim_token, worker_id, attempt, at FROM chaos_ledger",
     "shared claims": (
-        "SELECT claim_token, count(*) FROM chaos_ledger GROUP BY claim_token HAVING count(*) > 1"
+        "SELECT job_id, claim_token, count(*) FROM chaos_ledger"
+        " GROUP BY job_id, claim_token HAVING count(*) > 1"
     ),
     "completed without its run": (
         "SELECT j.id, j.worker_id, j.attempts FROM jobvisor_jobs j WHERE j.status = 'completed'"

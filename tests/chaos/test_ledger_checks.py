@@ -93,8 +93,9 @@ def run_one_twice(url: str, ids: list[uuid.UUID]) -> list[uuid.UUID]:
 
 
 def share_a_claim(url: str, ids: list[uuid.UUID]) -> list[uuid.UUID]:
-    execute(url, "UPDATE chaos_ledger SET claim_token = (SELECT min(claim_token::text)::uuid "
-            "FROM chaos_ledger)")  # fmt: skip
+    execute(url, "INSERT INTO chaos_ledger (run_id, job_id, claim_token, worker_id, attempt, pid)"
+            " SELECT gen_random_uuid(), job_id, claim_token, worker_id, attempt, pid"
+            " FROM chaos_ledger WHERE job_id = %s LIMIT 1", (ids[0],))  # fmt: skip
     return ids
 
 
