@@ -27,35 +27,17 @@ import statistics
 import sys
 import tempfile
 import time
-import urllib.parse
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import psycopg
-from psycopg import sql
 
 import jobvisor
+from queue_throughput import drop_pg_database, recreate_pg_database
 
 DEFAULT_PG_URL = "postgresql://postgres@127.0.0.1:5432/postgres"
 BENCH_DB = "jobvisor_bench_enqueue_many"
-
-
-def with_dbname(url: str, dbname: str) -> str:
-    parts = urllib.parse.urlsplit(url)
-    return urllib.parse.urlunsplit(parts._replace(path="/" + dbname))
-
-
-def fresh_postgres(admin_url: str) -> str:
-    """Drop and create the benchmark's database, migrate it, and return its URL."""
-    with psycopg.connect(admin_url, autocommit=True) as conn:
-        name = sql.Identifier(BENCH_DB)
-        conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(name))
-        conn.execute(sql.SQL("CREATE DATABASE {}").format(name))
-    url = with_dbname(admin_url, BENCH_DB)
-    with jobvisor.connect(url) as q:
-        q.migrate()
-    return url
 
 
 def empty(url: str) -> None:
@@ -128,12 +110,9 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     print(f"{args.jobs:,} jobs, dedupe keys on {args.dedupe:.0%}, median of {args.runs} runs")
     if args.engine in ("postgres", "both"):
-        url = fresh_postgres(args.pg_url)
+        url = recreate_pg_database(args.pg_url, BENCH_DB)
         run_engine(url, "postgres", args)
-        with psycopg.connect(args.pg_url, autocommit=True) as conn:
-            conn.execute(
-                sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(BENCH_DB))
-            )
+        drop_pg_database(args.pg_url, BENCH_DB)
     if args.engine in ("sqlite", "both"):
         with tempfile.TemporaryDirectory() as tmp:
             url = f"sqlite:///{Path(tmp) / 'bench.db'}"

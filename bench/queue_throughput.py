@@ -87,21 +87,22 @@ def with_dbname(url: str, dbname: str) -> str:
     return urllib.parse.urlunsplit(parts._replace(path="/" + dbname))
 
 
-def recreate_pg_database(admin_url: str) -> str:
-    """Drop and create `jobvisor_bench`, migrate it, and return its URL."""
+def recreate_pg_database(admin_url: str, dbname: str = BENCH_DB) -> str:
+    """Drop and create the benchmark's database (`jobvisor_bench` unless
+    named), migrate it, and return its URL."""
     with psycopg.connect(admin_url, autocommit=True) as conn:
-        name = sql.Identifier(BENCH_DB)
+        name = sql.Identifier(dbname)
         conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(name))
         conn.execute(sql.SQL("CREATE DATABASE {}").format(name))
-    url = with_dbname(admin_url, BENCH_DB)
+    url = with_dbname(admin_url, dbname)
     with jobvisor.connect(url) as q:
         q.migrate()
     return url
 
 
-def drop_pg_database(admin_url: str) -> None:
+def drop_pg_database(admin_url: str, dbname: str = BENCH_DB) -> None:
     with psycopg.connect(admin_url, autocommit=True) as conn:
-        name = sql.Identifier(BENCH_DB)
+        name = sql.Identifier(dbname)
         conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(name))
 
 

@@ -39,16 +39,15 @@ import sqlite3
 import statistics
 import tempfile
 import time
-import urllib.parse
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
 import psycopg
-from psycopg import sql
 
 import jobvisor
 from jobvisor import Queue, Unique
+from queue_throughput import drop_pg_database, recreate_pg_database
 
 DEFAULT_PG_URL = "postgresql://postgres@127.0.0.1:5432/postgres"
 BENCH_DB = "jobvisor_bench_unique"
@@ -74,24 +73,14 @@ WAYS: dict[str, Way] = {
 }
 
 
-def with_dbname(url: str, dbname: str) -> str:
-    parts = urllib.parse.urlsplit(url)
-    return urllib.parse.urlunsplit(parts._replace(path="/" + dbname))
-
-
 @contextmanager
 def empty_queue(engine: str, pg_url: str) -> Iterator[tuple[Queue, str]]:
     """A migrated queue on an empty database of `engine`, and its URL."""
     if engine == "postgres":
-        with psycopg.connect(pg_url, autocommit=True) as admin:
-            admin.execute(sql.SQL("DROP DATABASE IF EXISTS {}").format(sql.Identifier(BENCH_DB)))
-            admin.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(BENCH_DB)))
-        url = with_dbname(pg_url, BENCH_DB)
+        url = recreate_pg_database(pg_url, BENCH_DB)
         with jobvisor.connect(url) as q:
-            q.migrate()
             yield q, url
-        with psycopg.connect(pg_url, autocommit=True) as admin:
-            admin.execute(sql.SQL("DROP DATABASE IF EXISTS {}").format(sql.Identifier(BENCH_DB)))
+        drop_pg_database(pg_url, BENCH_DB)
         return
     with tempfile.TemporaryDirectory() as tmp:
         url = f"sqlite:///{Path(tmp) / 'bench.db'}"
