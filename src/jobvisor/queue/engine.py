@@ -189,10 +189,13 @@ class SqlSet(Protocol):
     SCHEDULE_ADVANCE: LiteralString
     DB_OLDEST_XMIN: LiteralString
     JOB_PAGE_NEWEST: LiteralString
-    JOB_PAGE_NEWEST_OF_STATUS: LiteralString
+    JOB_PAGE_FINISHED: LiteralString
+    JOB_PAGE_RUNNING: LiteralString
     JOB_PAGE_OF_CORRELATION: LiteralString
     JOB_PAGE_DUE: LiteralString
-    JOB_COUNT_CAPPED: LiteralString
+    JOB_COUNT_WAITING_CAPPED: LiteralString
+    JOB_COUNT_RUNNING_CAPPED: LiteralString
+    JOB_COUNT_FINISHED_CAPPED: LiteralString
     JOB_COUNT_SAMPLED: LiteralString
     JOB_ROWS_ESTIMATE: LiteralString
     JOB_OLDEST_DUE_OF_QUEUES: LiteralString
@@ -360,7 +363,7 @@ class PostgresDialect:
             row[7],
             row[8],
             row[9],
-            row[10],
+            row[10] or row[0].hex,  # NULL: the job's own id (correlation.own_correlation_id)
             row[11],
             row[12],
             row[13],
@@ -455,8 +458,9 @@ class SqliteDialect:
         return when + seconds
 
     def job(self, row: Sequence[Any]) -> Job:
+        job_id = uuid.UUID(row[0])
         return Job(
-            uuid.UUID(row[0]),
+            job_id,
             row[1],
             row[2],
             json.loads(row[3]),
@@ -466,7 +470,7 @@ class SqliteDialect:
             row[7],
             row[8],
             row[9],
-            row[10],
+            row[10] or job_id.hex,  # NULL: the job's own id
             row[11],
             _from_epoch(row[12]),
             uuid.UUID(hex=row[13]) if row[13] else None,

@@ -24,7 +24,7 @@ from typing import Any, LiteralString
 from .. import tracing
 from ..backoff import backoff
 from . import bulk, validate
-from .correlation import current_correlation_id, new_correlation_id
+from .correlation import current_correlation_id
 from .engine import BEGIN, COMMIT, Dialect, Plan, Script, Steps, Stmt
 from .errors import InvalidArgument, JobNotFound, LeaseLost, MissingCorrelationId
 from .model import (
@@ -185,6 +185,9 @@ def _sized(ctx: Ctx, job: NewJob) -> NewJob:
 
 
 def _with_correlation(ctx: Ctx, job: NewJob) -> NewJob:
+    """The context's correlation id for a job without one. With none either,
+    the job's is stored NULL and reads as its own id (`own_correlation_id`):
+    the correlation index then holds only the ids that were given."""
     if job.correlation_id is not None:
         return job
     correlation_id = current_correlation_id()
@@ -194,7 +197,7 @@ def _with_correlation(ctx: Ctx, job: NewJob) -> NewJob:
                 f"enqueue of {job.job_type!r}: this queue requires a correlation id and "
                 "none was given or set in the context"
             )
-        correlation_id = new_correlation_id()
+        return job
     return dataclasses.replace(job, correlation_id=correlation_id)
 
 

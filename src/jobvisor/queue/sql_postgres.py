@@ -739,7 +739,7 @@ DB_OLDEST_XMIN: Final[LiteralString] = (
 JOB_LISTING_COLUMNS: Final[LiteralString] = (
     "id, queue, job_type, status, priority, attempts, max_attempts, run_at, created_at,"
     " finished_at, correlation_id, left(payload::text, 200), octet_length(payload::text),"
-    " left(last_error, 200)"
+    " left(last_error, 200), lease_expires_at"
 )
 
 JOB_PAGE_FILTERS: Final[LiteralString] = (
@@ -757,23 +757,48 @@ JOB_PAGE_NEWEST: Final[LiteralString] = (
     + " ORDER BY id DESC LIMIT %(limit)s"
 )
 
-JOB_PAGE_NEWEST_OF_STATUS: Final[LiteralString] = (
-    # A page of jobs of one status, newest first (jobvisor_jobs_status_idx,
-    # whose queue and type columns filter without reading the rows).
+JOB_PAGE_FINISHED: Final[LiteralString] = (
+    # A page of finished jobs of one status, the last finished first, after
+    # the cursor (finished_at, id): a backward walk of
+    # jobvisor_jobs_finished_idx (the status list repeated, or a prepared
+    # generic plan cannot prove the partial index's predicate); jobs that
+    # finished in the same instant (one `complete_many`) are put in id order
+    # by an incremental sort of that instant's jobs alone.
     "SELECT " + JOB_LISTING_COLUMNS + " FROM jobvisor_jobs"
-    " WHERE status = %(status)s AND (%(before)s::uuid IS NULL OR id < %(before)s::uuid)"
+    " WHERE status IN ('completed', 'dead', 'cancelled') AND status = %(status)s"
+    " AND (finished_at, id) < (%(at)s::timestamptz, %(before)s::uuid)"
     + JOB_PAGE_FILTERS
-    + " ORDER BY id DESC LIMIT %(limit)s"
+    + " ORDER BY finished_at DESC, id DESC LIMIT %(limit)s"
+)
+
+JOB_PAGE_RUNNING: Final[LiteralString] = (
+    # A page of running jobs, the last claimed (or renewed) first, after the
+    # cursor (lease_expires_at, id): a backward walk of jobvisor_jobs_lease_idx.
+    "SELECT " + JOB_LISTING_COLUMNS + " FROM jobvisor_jobs"
+    " WHERE status = 'running'"
+    " AND (lease_expires_at, id) < (%(at)s::timestamptz, %(before)s::uuid)"
+    + JOB_PAGE_FILTERS
+    + " ORDER BY lease_expires_at DESC, id DESC LIMIT %(limit)s"
 )
 
 JOB_PAGE_OF_CORRELATION: Final[LiteralString] = (
-    # A page of the jobs of one correlation id, newest first.
-    "SELECT " + JOB_LISTING_COLUMNS + " FROM jobvisor_jobs"
-    " WHERE correlation_id = %(correlation_id)s"
-    " AND (%(before)s::uuid IS NULL OR id < %(before)s::uuid)"
-    " AND (%(status)s::text IS NULL OR status = %(status)s::text)"
+    # A page of the jobs of one correlation id, newest first: those that
+    # carry it (jobvisor_jobs_correlation_idx), and the job whose own id it
+    # is when that job carries none (`own`, NULL when the id has another
+    # form; the primary key). Unsorted: the caller merges the two.
+    "SELECT * FROM ("
+    " (SELECT " + JOB_LISTING_COLUMNS + " FROM jobvisor_jobs"
+    "  WHERE correlation_id = %(correlation_id)s"
+    "  AND (%(before)s::uuid IS NULL OR id < %(before)s::uuid)"
+    "  AND (%(status)s::text IS NULL OR status = %(status)s::text)"
     + JOB_PAGE_FILTERS
-    + " ORDER BY id DESC LIMIT %(limit)s"
+    + "  ORDER BY id DESC LIMIT %(limit)s)"
+    " UNION ALL"
+    " (SELECT " + JOB_LISTING_COLUMNS + " FROM jobvisor_jobs"
+    "  WHERE id = %(own)s::uuid AND correlation_id IS NULL"
+    "  AND (%(before)s::uuid IS NULL OR id < %(before)s::uuid)"
+    "  AND (%(status)s::text IS NULL OR status = %(status)s::text)" + JOB_PAGE_FILTERS + ")"
+    ") AS correlated"
 )
 
 JOB_PAGE_DUE: Final[LiteralString] = (
@@ -798,11 +823,28 @@ JOB_PAGE_DUE: Final[LiteralString] = (
     ") AS due"
 )
 
-JOB_COUNT_CAPPED: Final[LiteralString] = (
-    # Jobs of one status by queue, counting no further than `cap` jobs
-    # (an index-only walk of jobvisor_jobs_status_idx).
-    "SELECT queue, count(*) FROM (SELECT queue FROM jobvisor_jobs"
-    " WHERE status = %(status)s LIMIT %(cap)s) AS capped GROUP BY queue"
+JOB_COUNT_WAITING_CAPPED: Final[LiteralString] = (
+    # Pending and retryable jobs by queue and status, counting no further
+    # than `cap` jobs of the two together (a walk of jobvisor_jobs_claim_idx,
+    # in its order so that no plan reads the table instead).
+    "SELECT queue, status, count(*) FROM (SELECT queue, status FROM jobvisor_jobs"
+    " WHERE status IN ('pending', 'retryable') ORDER BY priority DESC, run_at, id"
+    " LIMIT %(cap)s) AS capped GROUP BY queue, status"
+)
+
+JOB_COUNT_RUNNING_CAPPED: Final[LiteralString] = (
+    # Running jobs by queue, counting no further than `cap` (jobvisor_jobs_lease_idx).
+    "SELECT queue, status, count(*) FROM (SELECT queue, status FROM jobvisor_jobs"
+    " WHERE status = 'running' ORDER BY lease_expires_at LIMIT %(cap)s) AS capped"
+    " GROUP BY queue, status"
+)
+
+JOB_COUNT_FINISHED_CAPPED: Final[LiteralString] = (
+    # Finished jobs of one status by queue, counting no further than `cap`
+    # (jobvisor_jobs_finished_idx).
+    "SELECT queue, status, count(*) FROM (SELECT queue, status FROM jobvisor_jobs"
+    " WHERE status IN ('completed', 'dead', 'cancelled') AND status = %(status)s"
+    " ORDER BY finished_at LIMIT %(cap)s) AS capped GROUP BY queue, status"
 )
 
 JOB_COUNT_SAMPLED: Final[LiteralString] = (

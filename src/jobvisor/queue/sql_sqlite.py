@@ -683,7 +683,7 @@ DB_OLDEST_XMIN: Final[LiteralString] = (
 JOB_LISTING_COLUMNS: Final[LiteralString] = (
     "id, queue, job_type, status, priority, attempts, max_attempts, run_at, created_at,"
     " finished_at, correlation_id, substr(payload, 1, 200), length(CAST(payload AS BLOB)),"
-    " substr(last_error, 1, 200)"
+    " substr(last_error, 1, 200), lease_expires_at"
 )
 
 JOB_PAGE_FILTERS: Final[LiteralString] = (
@@ -697,22 +697,43 @@ JOB_PAGE_NEWEST: Final[LiteralString] = (
     " WHERE (:before IS NULL OR id < :before)" + JOB_PAGE_FILTERS + " ORDER BY id DESC LIMIT :limit"
 )
 
-JOB_PAGE_NEWEST_OF_STATUS: Final[LiteralString] = (
-    # A page of jobs of one status, newest first (jobvisor_jobs_status_idx).
-    "SELECT " + JOB_LISTING_COLUMNS + " FROM jobvisor_jobs INDEXED BY jobvisor_jobs_status_idx"
-    " WHERE status = :status AND (:before IS NULL OR id < :before)"
+JOB_PAGE_FINISHED: Final[LiteralString] = (
+    # A page of finished jobs of one status, the last finished first, after
+    # the cursor (finished_at, id), over jobvisor_jobs_finished_idx.
+    "SELECT " + JOB_LISTING_COLUMNS + " FROM jobvisor_jobs"
+    " INDEXED BY jobvisor_jobs_finished_idx"
+    " WHERE status IN ('completed', 'dead', 'cancelled') AND status = :status"
+    " AND (finished_at, id) < (:at, :before)"
     + JOB_PAGE_FILTERS
-    + " ORDER BY id DESC LIMIT :limit"
+    + " ORDER BY finished_at DESC, id DESC LIMIT :limit"
+)
+
+JOB_PAGE_RUNNING: Final[LiteralString] = (
+    # A page of running jobs, the last claimed (or renewed) first, after the
+    # cursor (lease_expires_at, id), over jobvisor_jobs_lease_idx.
+    "SELECT " + JOB_LISTING_COLUMNS + " FROM jobvisor_jobs"
+    " INDEXED BY jobvisor_jobs_lease_idx"
+    " WHERE status = 'running' AND (lease_expires_at, id) < (:at, :before)"
+    + JOB_PAGE_FILTERS
+    + " ORDER BY lease_expires_at DESC, id DESC LIMIT :limit"
 )
 
 JOB_PAGE_OF_CORRELATION: Final[LiteralString] = (
-    # A page of the jobs of one correlation id, newest first.
-    "SELECT " + JOB_LISTING_COLUMNS + " FROM jobvisor_jobs"
-    " INDEXED BY jobvisor_jobs_correlation_idx"
-    " WHERE correlation_id = :correlation_id AND (:before IS NULL OR id < :before)"
-    " AND (:status IS NULL OR status = :status)"
+    # A page of the jobs of one correlation id, newest first: those that
+    # carry it, and the job whose own id it is when that job carries none
+    # (`own`, NULL when the id has another form). Unsorted: the caller
+    # merges the two.
+    "SELECT * FROM ("
+    " SELECT * FROM (SELECT " + JOB_LISTING_COLUMNS + " FROM jobvisor_jobs"
+    "  INDEXED BY jobvisor_jobs_correlation_idx"
+    "  WHERE correlation_id = :correlation_id AND (:before IS NULL OR id < :before)"
+    "  AND (:status IS NULL OR status = :status)"
     + JOB_PAGE_FILTERS
-    + " ORDER BY id DESC LIMIT :limit"
+    + "  ORDER BY id DESC LIMIT :limit)"
+    " UNION ALL"
+    " SELECT " + JOB_LISTING_COLUMNS + " FROM jobvisor_jobs"
+    "  WHERE id = :own AND correlation_id IS NULL AND (:before IS NULL OR id < :before)"
+    "  AND (:status IS NULL OR status = :status)" + JOB_PAGE_FILTERS + ")"
 )
 
 JOB_PAGE_DUE: Final[LiteralString] = (
@@ -735,18 +756,43 @@ JOB_PAGE_DUE: Final[LiteralString] = (
     ")"
 )
 
-JOB_COUNT_CAPPED: Final[LiteralString] = (
-    # Jobs of one status by queue, counting no further than `cap` jobs.
-    "SELECT queue, count(*) FROM (SELECT queue FROM jobvisor_jobs"
-    " WHERE status = :status LIMIT :cap) GROUP BY queue"
+JOB_COUNT_WAITING_CAPPED: Final[LiteralString] = (
+    # Pending and retryable jobs by queue and status, counting no further
+    # than `cap` jobs of the two together.
+    "SELECT queue, status, count(*) FROM (SELECT queue, status FROM jobvisor_jobs"
+    " INDEXED BY jobvisor_jobs_claim_idx WHERE status IN ('pending', 'retryable')"
+    " LIMIT :cap) GROUP BY queue, status"
+)
+
+JOB_COUNT_RUNNING_CAPPED: Final[LiteralString] = (
+    # Running jobs by queue, counting no further than `cap`.
+    "SELECT queue, status, count(*) FROM (SELECT queue, status FROM jobvisor_jobs"
+    " INDEXED BY jobvisor_jobs_lease_idx WHERE status = 'running' LIMIT :cap)"
+    " GROUP BY queue, status"
+)
+
+JOB_COUNT_FINISHED_CAPPED: Final[LiteralString] = (
+    # Finished jobs of one status by queue, counting no further than `cap`.
+    "SELECT queue, status, count(*) FROM (SELECT queue, status FROM jobvisor_jobs"
+    " INDEXED BY jobvisor_jobs_finished_idx"
+    " WHERE status IN ('completed', 'dead', 'cancelled') AND status = :status"
+    " LIMIT :cap) GROUP BY queue, status"
 )
 
 JOB_COUNT_SAMPLED: Final[LiteralString] = (
     # SQLite samples nothing: the exact count by queue and status (`percent`
-    # is ignored), over the status index.
-    "SELECT queue, status, count(*) FROM jobvisor_jobs"
-    " WHERE status IN (SELECT value FROM json_each(:statuses))"
-    " GROUP BY queue, status"
+    # is ignored), each part over the index its statuses have.
+    "SELECT queue, status, count(*) FROM jobvisor_jobs INDEXED BY jobvisor_jobs_claim_idx"
+    " WHERE status IN ('pending', 'retryable')"
+    " AND status IN (SELECT value FROM json_each(:statuses)) GROUP BY queue, status"
+    " UNION ALL"
+    " SELECT queue, status, count(*) FROM jobvisor_jobs INDEXED BY jobvisor_jobs_lease_idx"
+    " WHERE status = 'running'"
+    " AND status IN (SELECT value FROM json_each(:statuses)) GROUP BY queue, status"
+    " UNION ALL"
+    " SELECT queue, status, count(*) FROM jobvisor_jobs INDEXED BY jobvisor_jobs_finished_idx"
+    " WHERE status IN ('completed', 'dead', 'cancelled')"
+    " AND status IN (SELECT value FROM json_each(:statuses)) GROUP BY queue, status"
 )
 
 JOB_ROWS_ESTIMATE: Final[LiteralString] = (
