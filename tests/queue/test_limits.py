@@ -21,6 +21,7 @@ from tests.conftest import run_async
 from tests.invariants import assert_invariants, query_all
 from tests.queue.conftest import MakeQueue
 from tests.queue.helpers import Clock, run_in_processes
+from tests.worker.helpers import execute
 
 
 def _types(jobs: list[Any]) -> dict[str, int]:
@@ -245,6 +246,32 @@ def test_refilled_key_buckets_are_pruned_and_nothing_else(
     cqueue.set_limit(job_type="call", concurrency=100)  # no key rate any more
     assert cqueue.prune_key_buckets() == 1
     assert len(cqueue.claim("w", limit=100)) == 5
+
+
+def test_a_limited_claim_that_fails_part_way_leaves_nothing_changed(queue: Queue, url: str) -> None:
+    """The limited claim's statements go together (one pipeline on
+    PostgreSQL): when the last fails, the claim and the group's take before
+    it are rolled back, and the next claim goes on as if it never ran."""
+    queue.set_limit(job_type="call", rate="5/s", key_rate="2/s")
+    queue.enqueue_many([{"job_type": "call", "concurrency_key": "k"}] * 3)
+    away = "ALTER TABLE jobvisor_key_buckets RENAME TO jobvisor_kb_away"
+    execute(url, away, away)
+    for _ in range(2):  # the same connection again: back in a clean state
+        with pytest.raises(jobvisor.JobvisorError, match="jobvisor_key_buckets"):
+            queue.claim("w", limit=10)
+    (statuses, tokens) = query_all(
+        url,
+        [
+            "SELECT status, COUNT(*) FROM jobvisor_jobs GROUP BY 1",
+            "SELECT tokens FROM jobvisor_limits",
+        ],
+    )
+    assert statuses == [("pending", 3)]
+    assert tokens == [(5.0,)]
+    back = "ALTER TABLE jobvisor_kb_away RENAME TO jobvisor_key_buckets"
+    execute(url, back, back)
+    assert len(queue.claim("w", limit=10)) == 2  # the key's bucket of two
+    assert_invariants(url)
 
 
 def test_set_limit_replaces_and_clear_limit_removes(queue: Queue) -> None:
