@@ -765,13 +765,18 @@ SCHEDULE_ADVANCE: Final[LiteralString] = (
 )
 
 DB_OLDEST_XMIN: Final[LiteralString] = (
-    # The other backend of this database whose snapshot or transaction id is
-    # the oldest (it holds VACUUM's horizon back), with its transaction's age.
-    # Rows of other roles' sessions read NULL without pg_read_all_stats.
+    # The other backend whose snapshot or transaction id is the oldest (it
+    # holds VACUUM's horizon back), with its transaction's age: one of this
+    # database, or one of any database that has a transaction id, since every
+    # snapshot taken here carries the server's oldest running transaction id
+    # as its xmin. On a tie (this database's sessions carry that xmin too) the
+    # oldest transaction is named. Rows of other roles' sessions read NULL
+    # without pg_read_all_stats.
     "SELECT pid, coalesce(application_name, ''), coalesce(state, ''),"
     " coalesce(backend_type, ''), coalesce(extract(epoch FROM now() - xact_start), 0)"
-    " FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()"
-    " AND (backend_xid IS NOT NULL OR backend_xmin IS NOT NULL)"
+    " FROM pg_stat_activity WHERE pid <> pg_backend_pid()"
+    " AND (backend_xid IS NOT NULL"
+    "   OR (datname = current_database() AND backend_xmin IS NOT NULL))"
     " ORDER BY greatest(age(backend_xid), age(backend_xmin)) DESC, xact_start LIMIT 1"
 )
 
