@@ -159,6 +159,7 @@ class SqlSet(Protocol):
     JOB_GET_BY_UNIQUE_KEY: LiteralString
     JOB_NOTIFY: LiteralString
     JOB_CLAIM: LiteralString
+    JOB_CLAIM_AFTER: LiteralString
     LIMIT_LOCK: LiteralString
     JOB_CLAIM_LIMITED: LiteralString
     LIMIT_TAKE_TOKENS: LiteralString
@@ -242,6 +243,11 @@ class Dialect(Protocol):
     """Seconds a claim looks ahead of its own reading of the clock: how far
     two processes' readings of the database's clock may disagree (`CLOCK_SLACK`
     on PostgreSQL; none on SQLite, whose clock is the host's own)."""
+    bounded_claim: bool
+    """Whether claims start past the last job claimed (JOB_CLAIM_AFTER, see
+    `ops.ClaimBounds`): on PostgreSQL, whose claim index keeps the entries of
+    claimed jobs until vacuum may remove them; not on SQLite, which updates
+    its index in place."""
 
     def id(self, value: uuid.UUID) -> Any: ...
 
@@ -302,6 +308,7 @@ class PostgresDialect:
     sql: SqlSet = sql_postgres
     notifies = True
     clock_slack = CLOCK_SLACK
+    bounded_claim = True
     copy_types: tuple[str, ...] = (
         *("uuid", "text", "text", "jsonb", "int4", "timestamptz", "int4"),
         *("text", "text", "timestamptz", "jsonb", "text"),
@@ -418,6 +425,7 @@ class SqliteDialect:
     sql: SqlSet = sql_sqlite
     notifies = False
     clock_slack = 0.0
+    bounded_claim = False
     copy_types: tuple[str, ...] = ()
 
     def id(self, value: uuid.UUID) -> Any:

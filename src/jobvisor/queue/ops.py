@@ -75,6 +75,11 @@ PLAIN_RECHECK = 0.05
 # do not hide the others.
 CLAIM_WINDOW_FACTOR = 4
 CLAIM_WINDOW_MIN = 64
+# A bounded claim (`ClaimBounds`) is followed by a full one at least this often,
+# and whenever it finds nothing: a job behind the bound (released, reaped, of
+# a resumed queue, enqueued with an older run_at or committed late, of another
+# priority) waits this long at most while the bounded claims find work.
+FULL_CLAIM_EVERY = 1.0
 # An error message is kept to this many characters: enough for a traceback's
 # last frames, small enough that a failing handler cannot bloat the table.
 MAX_ERROR_CHARS = 8000
@@ -126,6 +131,58 @@ class LimitsSeen:
         self._turn = False
 
 
+Position = tuple[int, Any, Any]
+"""A job's place in claim order: (-priority, run_at, id), as a `Job` has them."""
+
+
+class ClaimBounds:
+    """Where this queue's claims left off in claim order, per claim filter.
+
+    Each claimed job leaves an entry in the claim index that is dead once its
+    claim commits, all of them before the first claimable job in index
+    order. Vacuum removes them, but only once no snapshot may still see the
+    rows: while some transaction of the server stays open, they pile up and a
+    claim that starts at the head of the index reads them all (and each one's
+    row in the table). A bounded claim (JOB_CLAIM_AFTER) starts its scan past
+    the last job this queue claimed instead, so it reads only what other
+    claimers took since. Jobs that land behind the bound are the full
+    claim's: it runs when there is no bound, when the bounded claim finds
+    nothing, and at least every FULL_CLAIM_EVERY seconds. Only a hint for
+    where to look: a lost or stale bound costs a full claim, never a job."""
+
+    __slots__ = ("_bounds", "_full")
+
+    def __init__(self) -> None:
+        self._bounds: dict[Any, Position] = {}
+        self._full: dict[Any, float] = {}
+
+    def bound(self, key: Any) -> Position | None:
+        """The bound for the next claim with this filter, or None when it is
+        to be a full claim."""
+        if time.monotonic() - self._full.get(key, -FULL_CLAIM_EVERY) >= FULL_CLAIM_EVERY:
+            return None
+        return self._bounds.get(key)
+
+    def claimed(self, key: Any, jobs: Sequence[Job], *, full: bool) -> None:
+        """A claim with this filter took `jobs`: the bound moves to the last
+        of them in claim order (after a full claim, even backwards: the
+        bounded claims go on from where it stopped)."""
+        if full:
+            self._full[key] = time.monotonic()
+        if not jobs:
+            return
+        last = max((-j.priority, j.run_at, j.id) for j in jobs)
+        old = self._bounds.get(key)
+        if full or old is None or last > old:
+            self._bounds[key] = last
+
+    def forget(self) -> None:
+        """Jobs went back behind the bounds through this queue (released, a
+        queue resumed): the next claims are full ones."""
+        self._bounds.clear()
+        self._full.clear()
+
+
 @dataclasses.dataclass(frozen=True, slots=True)
 class Ctx:
     """What every operation needs: the engine's dialect and the queue's settings."""
@@ -139,6 +196,7 @@ class Ctx:
     max_payload_bytes: int = validate.DEFAULT_MAX_PAYLOAD_BYTES
     max_result_bytes: int = validate.DEFAULT_MAX_RESULT_BYTES
     limits_seen: LimitsSeen = dataclasses.field(default_factory=LimitsSeen)
+    claim_bounds: ClaimBounds = dataclasses.field(default_factory=ClaimBounds)
 
     def now(self) -> Any:
         """The injected clock's time in the engine's form, or None for the database's."""
@@ -568,9 +626,9 @@ def claim(
             trying = False
         if plain and len(jobs) < limit:
             asked = limit - len(jobs)
-            rows = yield Stmt(d.sql.JOB_CLAIM, {**params, "limit": asked}, fetch="all")
-            seen.plain_came_back(key, short=len(rows) < asked)
-            jobs.extend(d.job(r) for r in rows)
+            got = yield from _claim_plain(ctx, {**params, "limit": asked}, key)
+            seen.plain_came_back(key, short=len(got) < asked)
+            jobs.extend(got)
         if trying and len(jobs) < limit:
             jobs.extend((yield from _claim_limited(ctx, params, limit - len(jobs), key)))
         jobs.sort(key=lambda j: (-j.priority, j.run_at, j.id))
@@ -578,6 +636,26 @@ def claim(
 
     # Each statement commits by itself, but for the limited claim's few.
     return Plan(steps(), transaction=False, planner=True)
+
+
+def _claim_plain(ctx: Ctx, params: dict[str, Any], key: Any) -> Steps[list[Job]]:
+    """The claim of jobs of no limited group: bounded when this queue knows
+    where its last claims left off (`ClaimBounds`), else, or when the bounded
+    claim finds nothing, the full claim from the head of the claim index."""
+    d, bounds = ctx.dialect, ctx.claim_bounds
+    bound = bounds.bound(key) if d.bounded_claim else None
+    if bound is not None:
+        after = {"after_priority": -bound[0], "after_run_at": bound[1], "after_id": bound[2]}
+        rows = yield Stmt(d.sql.JOB_CLAIM_AFTER, {**params, **after}, fetch="all")
+        if rows:
+            jobs = [d.job(r) for r in rows]
+            bounds.claimed(key, jobs, full=False)
+            return jobs
+    rows = yield Stmt(d.sql.JOB_CLAIM, params, fetch="all")
+    jobs = [d.job(r) for r in rows]
+    if d.bounded_claim:
+        bounds.claimed(key, jobs, full=True)
+    return jobs
 
 
 def _claim_limited(ctx: Ctx, params: dict[str, Any], room: int, key: Any) -> Steps[list[Job]]:
@@ -797,6 +875,8 @@ def result_json(value: Any, max_bytes: int = validate.DEFAULT_MAX_RESULT_BYTES) 
 def release_many(ctx: Ctx, jobs: Sequence[Job]) -> Plan[list[Job]]:
     """Return still-held jobs to pending now without counting the attempt (an
     interruption that was not the job's fault); returns the jobs whose lease was lost."""
+    if jobs:
+        ctx.claim_bounds.forget()  # they keep their run_at: behind the bounds
     return _held_many(ctx, ctx.dialect.sql.JOB_RELEASE_MANY, jobs, {})
 
 
@@ -1413,6 +1493,7 @@ def resume(ctx: Ctx, queue: str) -> Plan[None]:
     d = ctx.dialect
 
     def steps() -> Steps[None]:
+        ctx.claim_bounds.forget()  # its jobs may sit behind the bounds
         row = yield Stmt(d.sql.QUEUE_RESUME, {"queue": name}, fetch="one")
         if row is not None and d.notifies:
             yield Stmt(d.sql.JOB_NOTIFY, {"queue": name}, fetch="all")

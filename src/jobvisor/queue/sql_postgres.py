@@ -189,6 +189,47 @@ JOB_CLAIM: Final[LiteralString] = (
     " j.finished_at, j.meta"
 )
 
+_CLAIM_FILTER: Final[LiteralString] = (
+    "   AND run_at <= %(now)s::timestamptz + %(slack)s::float8 * interval '1 second'"
+    "   AND (%(queues)s::text[] IS NULL OR queue = ANY(%(queues)s::text[]))"
+    "   AND (%(job_types)s::text[] IS NULL OR job_type = ANY(%(job_types)s::text[]))"
+    "   AND queue <> ALL(ARRAY(SELECT queue FROM jobvisor_queue_pauses))"
+    "   AND job_type <> ALL(ARRAY(SELECT name FROM jobvisor_limits WHERE kind = 'type'))"
+    "   AND queue <> ALL(ARRAY(SELECT name FROM jobvisor_limits WHERE kind = 'queue'))"
+)
+
+JOB_CLAIM_AFTER: Final[LiteralString] = (
+    # JOB_CLAIM from a bound onwards: jobs of a higher priority than the bound's,
+    # then jobs of its priority past (run_at, id). Each branch is a range of the
+    # claim index that starts at its bound, so the entries of jobs claimed
+    # before it (dead row versions an old snapshot may still see, which no
+    # vacuum can remove meanwhile) are never read. Jobs behind the bound and
+    # of lower priorities are JOB_CLAIM's (see `ops.ClaimBounds`).
+    "WITH higher AS ("
+    " SELECT id FROM jobvisor_jobs"
+    " WHERE status IN ('pending', 'retryable') AND priority > %(after_priority)s::int4"
+    + _CLAIM_FILTER
+    + " ORDER BY priority DESC, run_at, id LIMIT %(limit)s FOR UPDATE SKIP LOCKED),"
+    " after AS ("
+    " SELECT id FROM jobvisor_jobs"
+    " WHERE status IN ('pending', 'retryable') AND priority = %(after_priority)s::int4"
+    "   AND (run_at, id) > (%(after_run_at)s::timestamptz, %(after_id)s::uuid)"
+    + _CLAIM_FILTER
+    + " ORDER BY priority DESC, run_at, id"
+    " LIMIT %(limit)s - (SELECT count(*) FROM higher) FOR UPDATE SKIP LOCKED),"
+    " picked AS (SELECT id FROM higher UNION ALL SELECT id FROM after)"
+    " UPDATE jobvisor_jobs AS j SET status = 'running', attempts = j.attempts + 1,"
+    " claim_token = %(token)s::uuid, worker_id = %(worker_id)s,"
+    " lease_expires_at = %(now)s::timestamptz"
+    "   + %(lease)s::float8 * interval '1 second',"
+    " started_at = %(now)s::timestamptz"
+    " FROM picked WHERE j.id = picked.id"
+    " RETURNING j.id, j.queue, j.job_type, j.payload, j.priority, j.run_at, j.status,"
+    " j.attempts, j.max_attempts, j.last_error, j.correlation_id, j.dedupe_key,"
+    " j.lease_expires_at, j.claim_token, j.worker_id, j.created_at, j.started_at,"
+    " j.finished_at, j.meta"
+)
+
 LIMIT_LOCK: Final[LiteralString] = (
     # Take, in (kind, name) order, the transaction's lock of every limited group
     # a claim with these filters could take jobs of; returns the groups, each
@@ -775,13 +816,18 @@ SCHEDULE_ADVANCE: Final[LiteralString] = (
 )
 
 DB_OLDEST_XMIN: Final[LiteralString] = (
-    # The other backend of this database whose snapshot or transaction id is
-    # the oldest (it holds VACUUM's horizon back), with its transaction's age.
-    # Rows of other roles' sessions read NULL without pg_read_all_stats.
+    # The other backend whose snapshot or transaction id is the oldest (it
+    # holds VACUUM's horizon back), with its transaction's age: one of this
+    # database, or one of any database that has a transaction id, since every
+    # snapshot taken here carries the server's oldest running transaction id
+    # as its xmin. On a tie (this database's sessions carry that xmin too) the
+    # oldest transaction is named. Rows of other roles' sessions read NULL
+    # without pg_read_all_stats.
     "SELECT pid, coalesce(application_name, ''), coalesce(state, ''),"
     " coalesce(backend_type, ''), coalesce(extract(epoch FROM now() - xact_start), 0)"
-    " FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()"
-    " AND (backend_xid IS NOT NULL OR backend_xmin IS NOT NULL)"
+    " FROM pg_stat_activity WHERE pid <> pg_backend_pid()"
+    " AND (backend_xid IS NOT NULL"
+    "   OR (datname = current_database() AND backend_xmin IS NOT NULL))"
     " ORDER BY greatest(age(backend_xid), age(backend_xmin)) DESC, xact_start LIMIT 1"
 )
 

@@ -166,6 +166,10 @@ JOB_CLAIM: Final[LiteralString] = (
     " worker_id, created_at, started_at, finished_at, meta"
 )
 
+# SQLite updates the claim index in place: no entries of claimed jobs to skip,
+# so its claims are never bounded (`SqliteDialect.bounded_claim`).
+JOB_CLAIM_AFTER: Final[LiteralString] = JOB_CLAIM
+
 LIMIT_LOCK: Final[LiteralString] = (
     # The limited groups a claim with these filters could take jobs of, each
     # with whether it has a rate. The
