@@ -3,7 +3,8 @@ table of 10 million pending jobs, against the same on a 50,000-job table.
 
     .venv/bin/python bench/backlog.py [--backlog 10000000] [--small 50000]
         [--small-runs 3] [--window 90] [--warmup 10] [--no-drain]
-        [--probes 200] [--publish] [--keep] [--reuse]
+        [--probes 200] [--vacuum auto|server|bench|none] [--lock /tmp/jv-bench.lock]
+        [--max-drain 1200] [--publish] [--keep] [--reuse]
         [--pg-url postgresql://postgres@127.0.0.1:5432/postgres]
 
 Every run goes through `jobvisor run` at its default settings (2 workers,
@@ -27,8 +28,18 @@ datagram socket, so counting costs the database nothing.
    started, with a random pause of 20 to 80 ms). A probe has priority 10
    (the backlog 0), so it is next in the claim order: its pickup is the time
    from just before the `enqueue` call to its handler's first line. Unless
-   `--no-drain`, the service then runs until the backlog is empty, for the
-   chart of rate against backlog.
+   `--no-drain`, the service then runs until the backlog is empty (or for
+   `--max-drain` seconds in all), for the chart of rate against backlog.
+
+Vacuum, as in `bench/sustained.py`: `--vacuum server` relies on the server's
+autovacuum; on a server with `autovacuum = off` (this machine's), `auto` (the
+default) runs sustained.py's stand-in, which applies autovacuum's trigger
+rule with the jobs table's thresholds every `autovacuum_naptime`, from the
+moment the service starts; `none` runs no vacuum at all.
+
+`--lock PATH` takes an exclusive `flock` on PATH around the timed parts (the
+small runs, and the backlog's service run), not around the fill, so that
+other benchmarks taking the same lock never overlap them.
 
 Rate samples (every `--sample-interval` seconds: the backlog left and the
 starts per second) go to bench/results/backlog-<time>.csv, the chart to a
@@ -44,6 +55,7 @@ import argparse
 import array
 import contextlib
 import csv
+import fcntl
 import os
 import random
 import shutil
@@ -64,7 +76,7 @@ from psycopg import sql
 
 import jobvisor
 from burndown import DEFAULT_PG_URL, _with_dbname
-from sustained import plot_python
+from sustained import StandInAutovacuum, plot_python
 
 SMALL_DB = "jobvisor_bench_backlog_small"
 BIG_DB = "jobvisor_bench_backlog"
@@ -191,6 +203,39 @@ def service(url: str, sink: Sink, log_path: Path) -> Iterator[subprocess.Popen[b
             proc.wait()
 
 
+@contextlib.contextmanager
+def bench_lock(path: str | None) -> Iterator[None]:
+    """An exclusive flock on `path` (none without one), as flock(1) takes it."""
+    if not path:
+        yield
+        return
+    with open(path, "a") as f:
+        began = time.monotonic()
+        fcntl.flock(f, fcntl.LOCK_EX)
+        waited = time.monotonic() - began
+        if waited > 1:
+            print(f"  waited {waited:.0f} s for {path}", flush=True)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
+
+
+def vacuum_mode(url: str, wanted: str) -> tuple[str, float]:
+    """The vacuum this run uses (`server`, `bench` or `none`) and the naptime."""
+    with psycopg.connect(url, autocommit=True) as conn:
+        settings = dict(
+            conn.execute(
+                "SELECT name, setting FROM pg_settings"
+                " WHERE name IN ('autovacuum', 'autovacuum_naptime')"
+            ).fetchall()
+        )
+    naptime = float(settings["autovacuum_naptime"])
+    if wanted == "auto":
+        return ("server" if settings["autovacuum"] == "on" else "bench"), naptime
+    return wanted, naptime
+
+
 def warm_up(queue: jobvisor.Queue, sink: Sink) -> None:
     before = sink.count
     queue.enqueue_many([JOB] * WARM_JOBS)
@@ -294,10 +339,19 @@ def big_run(args: argparse.Namespace, sink: Sink, log_path: Path, csv_path: Path
     fill(url, args)
     print("the claim's search on the full table:\n" + explain_claim(url), flush=True)
     before = sizes(url)
-    out: dict[str, Any] = {"sizes_before": before}
+    mode, naptime = vacuum_mode(url, args.vacuum)
+    out: dict[str, Any] = {"sizes_before": before, "vacuum": mode}
+    print(f"vacuum: {mode}" + (f", every {naptime:g} s" if mode == "bench" else ""), flush=True)
     base = sink.count
-    with jobvisor.connect(url) as queue, service(url, sink, log_path):
+    stand_in = StandInAutovacuum(url, naptime) if mode == "bench" else None
+    with (
+        bench_lock(args.lock),
+        jobvisor.connect(url) as queue,
+        service(url, sink, log_path),
+    ):
         start = time.time()
+        if stand_in is not None:
+            stand_in.start(time.monotonic())
         time.sleep(args.warmup)
         first_probe = len(sink.probes)
         prober = Prober(queue, sink)
@@ -329,15 +383,24 @@ def big_run(args: argparse.Namespace, sink: Sink, log_path: Path, csv_path: Path
             sink.started_between(start, t0 + args.window),
         )
         if not args.no_drain:
-            sample_until(float("inf"), args.backlog)
-            sink.wait_count(base + args.backlog, timeout=3600)
-            out["drain_s"] = sink.last_start() - start
+            sample_until(start + args.max_drain, args.backlog)
+            if sink.count - base >= args.backlog:
+                out["drain_s"] = sink.last_start() - start
+        if stand_in is not None:
+            stand_in.stop()
+            out["vacuums"] = stand_in.log
     out["sizes_after"] = sizes(url)
     with csv_path.open("w", newline="") as f:
         writer = csv.writer(f)
         writer.writerow(["t_s", "backlog", "started_per_s"])
         writer.writerows((f"{t:.1f}", left, f"{rate:.1f}") for t, left, rate in samples)
     return out
+
+
+def samples_left(csv_path: Path) -> int:
+    with csv_path.open(newline="") as f:
+        rows = list(csv.DictReader(f))
+    return int(rows[-1]["backlog"]) if rows else 0
 
 
 def mib(n: int) -> str:
@@ -358,6 +421,10 @@ def main() -> None:
     parser.add_argument("--publish", action="store_true", help="copy the chart to docs/")
     parser.add_argument("--keep", action="store_true", help="keep the databases")
     parser.add_argument("--reuse", action="store_true", help="reuse a filled backlog database")
+    parser.add_argument("--vacuum", choices=["auto", "server", "bench", "none"], default="auto")
+    parser.add_argument("--lock", help="flock this file around the timed parts")
+    parser.add_argument("--max-drain", type=float, default=1200.0,
+                        help="seconds the backlog's service run may last in all")  # fmt: skip
     parser.add_argument("--pg-url", default=DEFAULT_PG_URL)
     args = parser.parse_args()
     for name in ("backlog", "small", "small_runs", "fill_chunk"):
@@ -381,7 +448,8 @@ def main() -> None:
     try:
         small_rates, idle = [], []
         for run in range(args.small_runs):
-            rate, probes = small_run(args, sink, log_path)
+            with bench_lock(args.lock):
+                rate, probes = small_run(args, sink, log_path)
             small_rates.append(rate)
             idle += probes
             print(
@@ -426,12 +494,17 @@ def main() -> None:
         f"probe pickup, backlog draining ({len(busy)}): p50 {busy_p50 * 1000:.2f} ms,"
         f" p99 {percentile(busy, 99) * 1000:.2f} ms = {busy_p50 / idle_p50:.2f} of idle"
     )
+    left = samples_left(csv_path)
+    if "drain_s" not in big:
+        print(f"stopped after --max-drain {args.max_drain:g} s with {left:,} jobs left")
     if "drain_s" in big:
         print(
             f"whole backlog started in {big['drain_s']:,.0f} s:"
             f" {args.backlog / big['drain_s']:,.0f} jobs/s"
         )
     labels = ("total", "heap", "indexes", "claim index")
+    for line in big.get("vacuums", []):
+        print(f"vacuum: {line}")
     for when in ("before", "after"):
         shown = ", ".join(
             f"{k} {mib(v)}" for k, v in zip(labels, big[f"sizes_{when}"], strict=True)
