@@ -12,6 +12,8 @@ the default concurrency and pool), but for the app (`bench/backlog_app.py`),
 no HTTP listener and warning-level logs. Handlers report over a Unix
 datagram socket, so counting costs the database nothing.
 
+The backlog database is filled first (2. below), then the timed parts run.
+
 1. **Small table**, `--small-runs` times, each in a new database
    `jobvisor_bench_backlog_small`: the service starts on an empty queue and
    runs a few warm-up jobs; then `--probes` probe jobs, one at a time on the
@@ -37,9 +39,10 @@ default) runs sustained.py's stand-in, which applies autovacuum's trigger
 rule with the jobs table's thresholds every `autovacuum_naptime`, from the
 moment the service starts; `none` runs no vacuum at all.
 
-`--lock PATH` takes an exclusive `flock` on PATH around the timed parts (the
-small runs, and the backlog's service run), not around the fill, so that
-other benchmarks taking the same lock never overlap them.
+The backlog is filled first; then `--lock PATH` takes an exclusive `flock`
+on PATH around the timed parts (the small runs and the backlog's service
+run, back to back), not around the fill, so that other benchmarks taking
+the same lock never overlap them.
 
 Rate samples (every `--sample-interval` seconds: the backlog left and the
 starts per second) go to bench/results/backlog-<time>.csv, the chart to a
@@ -326,17 +329,20 @@ def explain_claim(url: str) -> str:
     return "\n".join(str(r[0]) for r in rows)
 
 
-def big_run(args: argparse.Namespace, sink: Sink, log_path: Path, csv_path: Path) -> dict[str, Any]:
+def prepare_big(args: argparse.Namespace) -> str:
+    """The backlog database, filled (untimed, outside the lock)."""
     url = _with_dbname(args.pg_url, BIG_DB)
-    if not args.reuse:
+    with psycopg.connect(args.pg_url, autocommit=True) as conn:
+        exists = conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", (BIG_DB,)).fetchone()
+    if not (args.reuse and exists):
         url = recreate(args.pg_url, BIG_DB)
-    else:
-        with psycopg.connect(args.pg_url, autocommit=True) as conn:
-            if not conn.execute(
-                "SELECT 1 FROM pg_database WHERE datname = %s", (BIG_DB,)
-            ).fetchone():
-                url = recreate(args.pg_url, BIG_DB)
     fill(url, args)
+    return url
+
+
+def big_run(
+    url: str, args: argparse.Namespace, sink: Sink, log_path: Path, csv_path: Path
+) -> dict[str, Any]:
     print("the claim's search on the full table:\n" + explain_claim(url), flush=True)
     before = sizes(url)
     mode, naptime = vacuum_mode(url, args.vacuum)
@@ -344,11 +350,7 @@ def big_run(args: argparse.Namespace, sink: Sink, log_path: Path, csv_path: Path
     print(f"vacuum: {mode}" + (f", every {naptime:g} s" if mode == "bench" else ""), flush=True)
     base = sink.count
     stand_in = StandInAutovacuum(url, naptime) if mode == "bench" else None
-    with (
-        bench_lock(args.lock),
-        jobvisor.connect(url) as queue,
-        service(url, sink, log_path),
-    ):
+    with jobvisor.connect(url) as queue, service(url, sink, log_path):
         start = time.time()
         if stand_in is not None:
             stand_in.start(time.monotonic())
@@ -446,20 +448,26 @@ def main() -> None:
     tmp = tempfile.mkdtemp(prefix="jobvisor-backlog-")
     sink = Sink(os.path.join(tmp, "sink"))
     try:
+        big_url = prepare_big(args)
         small_rates, idle = [], []
-        for run in range(args.small_runs):
-            with bench_lock(args.lock):
-                rate, probes = small_run(args, sink, log_path)
-            small_rates.append(rate)
-            idle += probes
+        with bench_lock(args.lock):  # the timed parts, back to back
             print(
-                f"small table, run {run + 1}: {args.small:,} jobs at {rate:,.0f} jobs/s,"
-                f" idle probe p50 {statistics.median(probes) * 1000:.2f} ms",
+                f"{time.strftime('%H:%M:%S', time.gmtime())} UTC: timed parts begin,"
+                f" load average {os.getloadavg()[0]:.1f}",
                 flush=True,
             )
-        if not args.keep:
-            drop(args.pg_url, SMALL_DB)
-        big = big_run(args, sink, log_path, csv_path)
+            for run in range(args.small_runs):
+                rate, probes = small_run(args, sink, log_path)
+                small_rates.append(rate)
+                idle += probes
+                print(
+                    f"small table, run {run + 1}: {args.small:,} jobs at {rate:,.0f} jobs/s,"
+                    f" idle probe p50 {statistics.median(probes) * 1000:.2f} ms",
+                    flush=True,
+                )
+            if not args.keep:
+                drop(args.pg_url, SMALL_DB)
+            big = big_run(big_url, args, sink, log_path, csv_path)
         print(
             f"{time.strftime('%Y-%m-%d %H:%M:%S', time.gmtime())} UTC,"
             f" load average {os.getloadavg()[0]:.1f}",
