@@ -271,8 +271,11 @@ class Prober:
         self._thread.join()
 
 
-def small_run(args: argparse.Namespace, sink: Sink, log_path: Path) -> tuple[float, list[float]]:
-    """One burn-down of `--small` jobs: jobs/s, and the idle probes' pickups (s)."""
+def small_run(
+    args: argparse.Namespace, sink: Sink, log_path: Path
+) -> tuple[float, list[float], list[float]]:
+    """One burn-down of `--small` jobs: jobs/s, the idle probes' pickups (s)
+    and those of the probes enqueued while it drained."""
     url = recreate(args.pg_url, SMALL_DB)
     with jobvisor.connect(url) as queue:
         queue.migrate()
@@ -286,9 +289,14 @@ def small_run(args: argparse.Namespace, sink: Sink, log_path: Path) -> tuple[flo
             before = sink.count
             queue.enqueue_many([JOB] * args.small)
             committed = time.time()
+            first_probe = len(sink.probes)
+            prober = Prober(queue, sink)
             sink.wait_count(before + args.small, timeout=600)
             rate = args.small / (sink.last_start() - committed)
-    return rate, idle
+            prober.stop()
+            # Only the probes enqueued while the small table still drained.
+            draining = sink.probes[first_probe:][:-1]
+    return rate, idle, draining
 
 
 def fill(url: str, args: argparse.Namespace) -> None:
@@ -449,7 +457,7 @@ def main() -> None:
     sink = Sink(os.path.join(tmp, "sink"))
     try:
         big_url = prepare_big(args)
-        small_rates, idle = [], []
+        small_rates, idle, small_busy = [], [], []
         with bench_lock(args.lock):  # the timed parts, back to back
             print(
                 f"{time.strftime('%H:%M:%S', time.gmtime())} UTC: timed parts begin,"
@@ -457,9 +465,10 @@ def main() -> None:
                 flush=True,
             )
             for run in range(args.small_runs):
-                rate, probes = small_run(args, sink, log_path)
+                rate, probes, draining = small_run(args, sink, log_path)
                 small_rates.append(rate)
                 idle += probes
+                small_busy += draining
                 print(
                     f"small table, run {run + 1}: {args.small:,} jobs at {rate:,.0f} jobs/s,"
                     f" idle probe p50 {statistics.median(probes) * 1000:.2f} ms",
@@ -498,9 +507,20 @@ def main() -> None:
         f"probe pickup, idle service ({len(idle)}): p50 {idle_p50 * 1000:.2f} ms,"
         f" p99 {percentile(idle, 99) * 1000:.2f} ms"
     )
+    if small_busy:
+        print(
+            f"probe pickup, small table draining ({len(small_busy)}):"
+            f" p50 {statistics.median(small_busy) * 1000:.2f} ms,"
+            f" p99 {percentile(small_busy, 99) * 1000:.2f} ms"
+        )
     print(
         f"probe pickup, backlog draining ({len(busy)}): p50 {busy_p50 * 1000:.2f} ms,"
         f" p99 {percentile(busy, 99) * 1000:.2f} ms = {busy_p50 / idle_p50:.2f} of idle"
+        + (
+            f", {busy_p50 / statistics.median(small_busy):.2f} of the small table's"
+            if small_busy
+            else ""
+        )
     )
     left = samples_left(csv_path)
     if "drain_s" not in big:
