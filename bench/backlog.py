@@ -31,7 +31,8 @@ The backlog database is filled first (2. below), then the timed parts run.
    (the backlog 0), so it is next in the claim order: its pickup is the time
    from just before the `enqueue` call to its handler's first line. Unless
    `--no-drain`, the service then runs until the backlog is empty (or for
-   `--max-drain` seconds in all), for the chart of rate against backlog.
+   `--max-drain` seconds in all), for the chart of rate against backlog;
+   only its first `--locked-drain` seconds hold `--lock`.
 
 Vacuum, as in `bench/sustained.py`: `--vacuum server` relies on the server's
 autovacuum; on a server with `autovacuum = off` (this machine's), `auto` (the
@@ -206,22 +207,33 @@ def service(url: str, sink: Sink, log_path: Path) -> Iterator[subprocess.Popen[b
             proc.wait()
 
 
-@contextlib.contextmanager
-def bench_lock(path: str | None) -> Iterator[None]:
-    """An exclusive flock on `path` (none without one), as flock(1) takes it."""
-    if not path:
-        yield
-        return
-    with open(path, "a") as f:
+class BenchLock:
+    """An exclusive flock on a file, as flock(1) takes it (none without a path)."""
+
+    def __init__(self, path: str | None) -> None:
+        self._file = open(path, "a") if path else None  # noqa: SIM115 (held across calls)
+        self.held = False
+
+    def acquire(self) -> None:
+        if self._file is None:
+            return
         began = time.monotonic()
-        fcntl.flock(f, fcntl.LOCK_EX)
+        fcntl.flock(self._file, fcntl.LOCK_EX)
+        self.held = True
         waited = time.monotonic() - began
         if waited > 1:
-            print(f"  waited {waited:.0f} s for {path}", flush=True)
-        try:
-            yield
-        finally:
-            fcntl.flock(f, fcntl.LOCK_UN)
+            print(f"  waited {waited:.0f} s for {self._file.name}", flush=True)
+
+    def release(self) -> None:
+        if self._file is not None and self.held:
+            fcntl.flock(self._file, fcntl.LOCK_UN)
+            self.held = False
+            print(f"{time.strftime('%H:%M:%S', time.gmtime())} UTC: lock released", flush=True)
+
+    def close(self) -> None:
+        self.release()
+        if self._file is not None:
+            self._file.close()
 
 
 def vacuum_mode(url: str, wanted: str) -> tuple[str, float]:
@@ -349,7 +361,13 @@ def prepare_big(args: argparse.Namespace) -> str:
 
 
 def big_run(
-    url: str, args: argparse.Namespace, sink: Sink, log_path: Path, csv_path: Path
+    url: str,
+    args: argparse.Namespace,
+    sink: Sink,
+    log_path: Path,
+    csv_path: Path,
+    *,
+    lock: BenchLock,
 ) -> dict[str, Any]:
     print("the claim's search on the full table:\n" + explain_claim(url), flush=True)
     before = sizes(url)
@@ -393,7 +411,11 @@ def big_run(
             sink.started_between(start, t0 + args.window),
         )
         if not args.no_drain:
-            sample_until(start + args.max_drain, args.backlog)
+            sample_until(min(start + args.locked_drain, start + args.max_drain), args.backlog)
+            out["locked_until_s"] = time.time() - start
+            lock.release()
+            if sink.count - base < args.backlog:
+                sample_until(start + args.max_drain, args.backlog)
             if sink.count - base >= args.backlog:
                 out["drain_s"] = sink.last_start() - start
         if stand_in is not None:
@@ -433,8 +455,15 @@ def main() -> None:
     parser.add_argument("--reuse", action="store_true", help="reuse a filled backlog database")
     parser.add_argument("--vacuum", choices=["auto", "server", "bench", "none"], default="auto")
     parser.add_argument("--lock", help="flock this file around the timed parts")
-    parser.add_argument("--max-drain", type=float, default=1200.0,
-                        help="seconds the backlog's service run may last in all")  # fmt: skip
+    parser.add_argument(
+        "--max-drain",
+        type=float,
+        default=1200.0,
+        help="seconds the backlog's service run may last in all",
+    )
+    parser.add_argument("--locked-drain", type=float, default=float("inf"),
+                        help="seconds of the backlog's service run under --lock; the"
+                        " rest of the drain (for the chart) runs without it")  # fmt: skip
     parser.add_argument("--pg-url", default=DEFAULT_PG_URL)
     args = parser.parse_args()
     for name in ("backlog", "small", "small_runs", "fill_chunk"):
@@ -458,7 +487,9 @@ def main() -> None:
     try:
         big_url = prepare_big(args)
         small_rates, idle, small_busy = [], [], []
-        with bench_lock(args.lock):  # the timed parts, back to back
+        lock = BenchLock(args.lock)
+        lock.acquire()  # the timed parts, back to back
+        try:
             print(
                 f"{time.strftime('%H:%M:%S', time.gmtime())} UTC: timed parts begin,"
                 f" load average {os.getloadavg()[0]:.1f}",
@@ -476,7 +507,9 @@ def main() -> None:
                 )
             if not args.keep:
                 drop(args.pg_url, SMALL_DB)
-            big = big_run(big_url, args, sink, log_path, csv_path)
+            big = big_run(big_url, args, sink, log_path, csv_path, lock=lock)
+        finally:
+            lock.close()
         print(
             f"{time.strftime('%Y-%m-%d %H:%M:%S', time.gmtime())} UTC,"
             f" load average {os.getloadavg()[0]:.1f}",
