@@ -404,6 +404,9 @@ def big_run(
         sample_until(t0 + args.window, None)
         prober.stop()
         time.sleep(0.05)
+        # The claim's search from the head of the index, as the full claim does
+        # it, now that the window's jobs left their dead entries there.
+        print("the claim's search after the window:\n" + explain_claim(url), flush=True)
         out["window_rate"] = sink.started_between(t0, t0 + args.window) / args.window
         out["probes"] = sink.probes[first_probe:]
         out["started_at_window"] = (
