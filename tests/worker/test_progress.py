@@ -86,7 +86,13 @@ def test_progress_is_written_by_the_renewal_alone(url: str) -> None:
                 sql = queue._ctx.dialect.sql
                 assert counting.statements.count(sql.JOB_RENEW_MANY) > renewals
                 # (A claim may also look for limited groups, in a transaction.)
-                claims = {sql.JOB_CLAIM, sql.LIMIT_LOCK, sql.JOB_CLAIM_LIMITED, ""}
+                claims = {
+                    sql.JOB_CLAIM,
+                    sql.JOB_CLAIM_AFTER,
+                    sql.LIMIT_LOCK,
+                    sql.JOB_CLAIM_LIMITED,
+                    "",
+                }
                 assert set(counting.statements[before:]) <= {sql.JOB_RENEW_MANY, *claims}
                 release.set()
                 done = await reader.wait(jid, timeout=DEADLINE)

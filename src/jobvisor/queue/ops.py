@@ -25,7 +25,7 @@ from .. import tracing
 from ..backoff import backoff
 from . import bulk, validate
 from .correlation import current_correlation_id
-from .engine import BEGIN, COMMIT, Dialect, Plan, Script, Steps, Stmt
+from .engine import BEGIN, COMMIT, Batch, Dialect, Plan, Script, Steps, Stmt
 from .errors import InvalidArgument, JobNotFound, LeaseLost, MissingCorrelationId
 from .model import (
     DEFAULT_MAX_ATTEMPTS,
@@ -75,6 +75,11 @@ PLAIN_RECHECK = 0.05
 # do not hide the others.
 CLAIM_WINDOW_FACTOR = 4
 CLAIM_WINDOW_MIN = 64
+# A bounded claim (`ClaimBounds`) is followed by a full one at least this often,
+# and whenever it finds nothing: a job behind the bound (released, reaped, of
+# a resumed queue, enqueued with an older run_at or committed late, of another
+# priority) waits this long at most while the bounded claims find work.
+FULL_CLAIM_EVERY = 1.0
 # An error message is kept to this many characters: enough for a traceback's
 # last frames, small enough that a failing handler cannot bloat the table.
 MAX_ERROR_CHARS = 8000
@@ -126,6 +131,58 @@ class LimitsSeen:
         self._turn = False
 
 
+Position = tuple[int, Any, Any]
+"""A job's place in claim order: (-priority, run_at, id), as a `Job` has them."""
+
+
+class ClaimBounds:
+    """Where this queue's claims left off in claim order, per claim filter.
+
+    Each claimed job leaves an entry in the claim index that is dead once its
+    claim commits, all of them before the first claimable job in index
+    order. Vacuum removes them, but only once no snapshot may still see the
+    rows: while some transaction of the server stays open, they pile up and a
+    claim that starts at the head of the index reads them all (and each one's
+    row in the table). A bounded claim (JOB_CLAIM_AFTER) starts its scan past
+    the last job this queue claimed instead, so it reads only what other
+    claimers took since. Jobs that land behind the bound are the full
+    claim's: it runs when there is no bound, when the bounded claim finds
+    nothing, and at least every FULL_CLAIM_EVERY seconds. Only a hint for
+    where to look: a lost or stale bound costs a full claim, never a job."""
+
+    __slots__ = ("_bounds", "_full")
+
+    def __init__(self) -> None:
+        self._bounds: dict[Any, Position] = {}
+        self._full: dict[Any, float] = {}
+
+    def bound(self, key: Any) -> Position | None:
+        """The bound for the next claim with this filter, or None when it is
+        to be a full claim."""
+        if time.monotonic() - self._full.get(key, -FULL_CLAIM_EVERY) >= FULL_CLAIM_EVERY:
+            return None
+        return self._bounds.get(key)
+
+    def claimed(self, key: Any, jobs: Sequence[Job], *, full: bool) -> None:
+        """A claim with this filter took `jobs`: the bound moves to the last
+        of them in claim order (after a full claim, even backwards: the
+        bounded claims go on from where it stopped)."""
+        if full:
+            self._full[key] = time.monotonic()
+        if not jobs:
+            return
+        last = max((-j.priority, j.run_at, j.id) for j in jobs)
+        old = self._bounds.get(key)
+        if full or old is None or last > old:
+            self._bounds[key] = last
+
+    def forget(self) -> None:
+        """Jobs went back behind the bounds through this queue (released, a
+        queue resumed): the next claims are full ones."""
+        self._bounds.clear()
+        self._full.clear()
+
+
 @dataclasses.dataclass(frozen=True, slots=True)
 class Ctx:
     """What every operation needs: the engine's dialect and the queue's settings."""
@@ -139,6 +196,7 @@ class Ctx:
     max_payload_bytes: int = validate.DEFAULT_MAX_PAYLOAD_BYTES
     max_result_bytes: int = validate.DEFAULT_MAX_RESULT_BYTES
     limits_seen: LimitsSeen = dataclasses.field(default_factory=LimitsSeen)
+    claim_bounds: ClaimBounds = dataclasses.field(default_factory=ClaimBounds)
 
     def now(self) -> Any:
         """The injected clock's time in the engine's form, or None for the database's."""
@@ -568,9 +626,9 @@ def claim(
             trying = False
         if plain and len(jobs) < limit:
             asked = limit - len(jobs)
-            rows = yield Stmt(d.sql.JOB_CLAIM, {**params, "limit": asked}, fetch="all")
-            seen.plain_came_back(key, short=len(rows) < asked)
-            jobs.extend(d.job(r) for r in rows)
+            got = yield from _claim_plain(ctx, {**params, "limit": asked}, key)
+            seen.plain_came_back(key, short=len(got) < asked)
+            jobs.extend(got)
         if trying and len(jobs) < limit:
             jobs.extend((yield from _claim_limited(ctx, params, limit - len(jobs), key)))
         jobs.sort(key=lambda j: (-j.priority, j.run_at, j.id))
@@ -580,36 +638,53 @@ def claim(
     return Plan(steps(), transaction=False, planner=True)
 
 
+def _claim_plain(ctx: Ctx, params: dict[str, Any], key: Any) -> Steps[list[Job]]:
+    """The claim of jobs of no limited group: bounded when this queue knows
+    where its last claims left off (`ClaimBounds`), else, or when the bounded
+    claim finds nothing, the full claim from the head of the claim index."""
+    d, bounds = ctx.dialect, ctx.claim_bounds
+    bound = bounds.bound(key) if d.bounded_claim else None
+    if bound is not None:
+        after = {"after_priority": -bound[0], "after_run_at": bound[1], "after_id": bound[2]}
+        rows = yield Stmt(d.sql.JOB_CLAIM_AFTER, {**params, **after}, fetch="all")
+        if rows:
+            jobs = [d.job(r) for r in rows]
+            bounds.claimed(key, jobs, full=False)
+            return jobs
+    rows = yield Stmt(d.sql.JOB_CLAIM, params, fetch="all")
+    jobs = [d.job(r) for r in rows]
+    if d.bounded_claim:
+        bounds.claimed(key, jobs, full=True)
+    return jobs
+
+
 def _claim_limited(ctx: Ctx, params: dict[str, Any], room: int, key: Any) -> Steps[list[Job]]:
     """Claim up to `room` jobs of limited groups, in a transaction of its own:
     lock the groups the claim could take jobs of (PostgreSQL: an advisory
     lock per group, so claims of other groups and unlimited claims never wait
     on it; SQLite: the write lock already held), claim within every group's
-    room, and take the started jobs from the groups' token buckets."""
+    and key's room, and take the started jobs from the groups' and keys'
+    token buckets. Every statement's parameters are known before the first
+    runs, so on PostgreSQL the transaction is one round trip, and a group's
+    lock is held only while the server works."""
     d = ctx.dialect
-    yield BEGIN
-    groups = yield Stmt(d.sql.LIMIT_LOCK, params, fetch="all")
-    ctx.limits_seen.saw(key, bool(groups))
-    jobs: list[Job] = []
-    if groups:
-        window = max(CLAIM_WINDOW_MIN, room * CLAIM_WINDOW_FACTOR)
-        rows = yield Stmt(
-            d.sql.JOB_CLAIM_LIMITED, {**params, "limit": room, "window": window}, fetch="all"
+    window = max(CLAIM_WINDOW_MIN, room * CLAIM_WINDOW_FACTOR)
+    claim_params = {**params, "limit": room, "window": window}
+    taking = {k: params[k] for k in ("now", "lease", "token")}
+    groups, rows, _, _ = (
+        yield Batch(
+            (
+                BEGIN,
+                Stmt(d.sql.LIMIT_LOCK, params, fetch="all"),
+                Stmt(d.sql.JOB_CLAIM_LIMITED, claim_params, fetch="all"),
+                Stmt(d.sql.LIMIT_TAKE_TOKENS, taking),
+                Stmt(d.sql.KEY_BUCKET_TAKE, taking),
+                COMMIT,
+            )
         )
-        jobs = [d.job(r) for r in rows]
-        if jobs and any(group[2] for group in groups):  # a bucket to take from
-            yield Stmt(d.sql.LIMIT_TAKE_TOKENS, d.taken(_started(jobs), ctx.now()))
-    yield COMMIT
-    return jobs
-
-
-def _started(jobs: Sequence[Job]) -> list[tuple[str, str, int]]:
-    """(kind, name, count) of the jobs a claim started, per type and per queue."""
-    counts: dict[tuple[str, str], int] = {}
-    for job in jobs:
-        for group in ((LimitScope.TYPE.value, job.job_type), (LimitScope.QUEUE.value, job.queue)):
-            counts[group] = counts.get(group, 0) + 1
-    return [(kind, name, n) for (kind, name), n in sorted(counts.items())]
+    )[1:5]
+    ctx.limits_seen.saw(key, bool(groups))
+    return [d.job(r) for r in rows]
 
 
 def _lease(ctx: Ctx, lease: float | dt.timedelta | None) -> float:
@@ -800,6 +875,8 @@ def result_json(value: Any, max_bytes: int = validate.DEFAULT_MAX_RESULT_BYTES) 
 def release_many(ctx: Ctx, jobs: Sequence[Job]) -> Plan[list[Job]]:
     """Return still-held jobs to pending now without counting the attempt (an
     interruption that was not the job's fault); returns the jobs whose lease was lost."""
+    if jobs:
+        ctx.claim_bounds.forget()  # they keep their run_at: behind the bounds
     return _held_many(ctx, ctx.dialect.sql.JOB_RELEASE_MANY, jobs, {})
 
 
@@ -1416,6 +1493,7 @@ def resume(ctx: Ctx, queue: str) -> Plan[None]:
     d = ctx.dialect
 
     def steps() -> Steps[None]:
+        ctx.claim_bounds.forget()  # its jobs may sit behind the bounds
         row = yield Stmt(d.sql.QUEUE_RESUME, {"queue": name}, fetch="one")
         if row is not None and d.notifies:
             yield Stmt(d.sql.JOB_NOTIFY, {"queue": name}, fetch="all")
@@ -1449,15 +1527,17 @@ def limit_row(limit: Limit, now: Any) -> dict[str, Any]:
     concurrency = validate.fleet_limit("concurrency", limit.concurrency)
     key_concurrency = validate.fleet_limit("key_concurrency", limit.key_concurrency)
     rate = validate.rate("rate", limit.rate)
-    if key_concurrency is not None and limit.scope is not LimitScope.TYPE:
+    key_rate = validate.rate("key_rate", limit.key_rate)
+    for label, value in (("key_concurrency", key_concurrency), ("key_rate", limit.key_rate)):
+        if value is not None and limit.scope is not LimitScope.TYPE:
+            raise InvalidArgument(
+                f"{label}={value!r} for queue {limit.name!r}: expected it on a job type "
+                "only (a concurrency_key belongs to a job of a type)"
+            )
+    if concurrency is None and key_concurrency is None and rate is None and key_rate is None:
         raise InvalidArgument(
-            f"key_concurrency={key_concurrency!r} for queue {limit.name!r}: "
-            "expected it on a job type only"
-        )
-    if concurrency is None and key_concurrency is None and rate is None:
-        raise InvalidArgument(
-            f"{limit.scope.value} {limit.name!r}: expected concurrency, key_concurrency or "
-            "rate (clear_limit removes a limit)"
+            f"{limit.scope.value} {limit.name!r}: expected concurrency, key_concurrency, "
+            "rate or key_rate (clear_limit removes a limit)"
         )
     return {
         "kind": limit.scope.value,
@@ -1466,6 +1546,8 @@ def limit_row(limit: Limit, now: Any) -> dict[str, Any]:
         "key_concurrency": key_concurrency,
         "rate_count": None if rate is None else rate[0],
         "rate_period": None if rate is None else rate[1],
+        "key_rate_count": None if key_rate is None else key_rate[0],
+        "key_rate_period": None if key_rate is None else key_rate[1],
         "source": limit.source.value,
         "now": now,
     }
@@ -1509,17 +1591,22 @@ def set_limit(
     concurrency: int | None = None,
     rate: str | None = None,
     key_concurrency: int | None = None,
+    key_rate: str | None = None,
 ) -> Plan[None]:
     """Limit one queue or one job type across every host: at most
     `concurrency` running jobs, at most `rate` starts ("100/s", "5/m",
     "1000/h"; a bucket of that many tokens), and for a job type at most
-    `key_concurrency` running jobs per `concurrency_key`. The values replace
+    `key_concurrency` running jobs and at most `key_rate` starts per
+    `concurrency_key` (a bucket per key; a job without a key counts toward
+    neither). The values replace
     the group's limits (one not given is no limit); at least one is needed
     (`clear_limit` removes them all). From the commit on no claim on any host
     goes past them; jobs already running finish. A type's limits declared in
     its handler are written again at each worker's boot, replacing these."""
     scope, name = _scope(queue, job_type)
-    limit = Limit(scope, name, concurrency, key_concurrency, rate, LimitSource.OPERATOR)
+    limit = Limit(
+        scope, name, concurrency, key_concurrency, rate, LimitSource.OPERATOR, key_rate=key_rate
+    )
     row = limit_row(limit, ctx.now())
     return Plan(_limits_write(ctx, [row], []))
 
@@ -1541,10 +1628,35 @@ def clear_limit(ctx: Ctx, *, queue: str | None = None, job_type: str | None = No
     return Plan(steps())
 
 
+def prune_key_buckets(ctx: Ctx) -> Plan[int]:
+    """Delete the key buckets that have refilled since their last take (a
+    key without a row has a full bucket, so nothing changes for any claim)
+    and those of types that no longer have a key rate; returns how many.
+    The maintenance leader runs it with the cleaner, so the table holds the
+    keys in use, not every key ever seen."""
+    sql = ctx.dialect.sql.KEY_BUCKET_PRUNE
+    params = {"now": ctx.now()}
+
+    def steps() -> Steps[int]:
+        count: int = yield Stmt(sql, params)
+        return count
+
+    return Plan(steps(), transaction=False)
+
+
 def limit_from_row(row: Sequence[Any]) -> Limit:
     """A `Limit` from a row of LIMIT_LIST."""
     rate = None if row[4] is None else validate.rate_text(int(row[4]), float(row[5]))
-    return Limit(LimitScope(row[0]), row[1], row[2], row[3], rate, LimitSource(row[6]))
+    key_rate = None if row[7] is None else validate.rate_text(int(row[7]), float(row[8]))
+    return Limit(
+        LimitScope(row[0]),
+        row[1],
+        row[2],
+        row[3],
+        rate,
+        LimitSource(row[6]),
+        key_rate=key_rate,
+    )
 
 
 def limits(ctx: Ctx) -> Plan[list[Limit]]:
@@ -1590,15 +1702,20 @@ def limits_sync(ctx: Ctx, declared: Sequence[Limit], *, job_types: Sequence[str]
 
 
 def _differs(current: Limit, row: dict[str, Any]) -> bool:
-    rate = (
-        None
-        if row["rate_count"] is None
-        else validate.rate_text(row["rate_count"], row["rate_period"])
-    )
-    return (current.concurrency, current.key_concurrency, current.rate, current.source.value) != (
+    def text(count: int | None, period: float) -> str | None:
+        return None if count is None else validate.rate_text(count, period)
+
+    return (
+        current.concurrency,
+        current.key_concurrency,
+        current.rate,
+        current.key_rate,
+        current.source.value,
+    ) != (
         row["concurrency"],
         row["key_concurrency"],
-        rate,
+        text(row["rate_count"], row["rate_period"]),
+        text(row["key_rate_count"], row["key_rate_period"]),
         row["source"],
     )
 

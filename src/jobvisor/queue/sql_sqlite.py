@@ -166,6 +166,10 @@ JOB_CLAIM: Final[LiteralString] = (
     " worker_id, created_at, started_at, finished_at, meta"
 )
 
+# SQLite updates the claim index in place: no entries of claimed jobs to skip,
+# so its claims are never bounded (`SqliteDialect.bounded_claim`).
+JOB_CLAIM_AFTER: Final[LiteralString] = JOB_CLAIM
+
 LIMIT_LOCK: Final[LiteralString] = (
     # The limited groups a claim with these filters could take jobs of, each
     # with whether it has a rate. The
@@ -180,7 +184,8 @@ LIMIT_LOCK: Final[LiteralString] = (
 JOB_CLAIM_LIMITED: Final[LiteralString] = (
     # Claim up to `limit` due jobs of limited groups in priority order, never
     # more per group than its concurrency left, its bucket's whole tokens, and
-    # per concurrency key its key_concurrency left (see the PostgreSQL module).
+    # per concurrency key its key_concurrency left and its key bucket's whole
+    # tokens (see the PostgreSQL module).
     "UPDATE jobvisor_jobs SET status = 'running', attempts = attempts + 1,"
     " claim_token = :token, worker_id = :worker_id,"
     " lease_expires_at = :now + :lease,"
@@ -188,22 +193,30 @@ JOB_CLAIM_LIMITED: Final[LiteralString] = (
     " WHERE id IN ("
     " WITH lim AS MATERIALIZED ("
     # (Whole tokens, give or take the float clock's rounding of a microsecond.)
-    "  SELECT kind, name, concurrency, key_concurrency, CASE WHEN rate_count IS NOT NULL"
+    "  SELECT kind, name, concurrency, key_concurrency, key_rate_count, key_rate_period,"
+    "   CASE WHEN rate_count IS NOT NULL"
     "   THEN CAST(min(rate_count * 1.0, coalesce(tokens, rate_count) + max(0,"
     "   :now - coalesce(refilled_at, :now)) * rate_count / rate_period) + 0.000001"
     "   AS INTEGER) END AS tokens"
     "  FROM jobvisor_limits),"
     " run AS MATERIALIZED (SELECT queue, job_type, concurrency_key FROM jobvisor_jobs"
     "   WHERE status = 'running'),"
-    " room AS MATERIALIZED (SELECT l.kind, l.name, l.key_concurrency,"
+    " room AS MATERIALIZED (SELECT l.kind, l.name, l.key_concurrency, l.key_rate_count,"
     "   min(coalesce(l.concurrency - (SELECT count(*) FROM run AS r"
     "     WHERE CASE WHEN l.kind = 'type' THEN r.job_type ELSE r.queue END = l.name),"
     "     2147483647), coalesce(l.tokens, 2147483647)) AS room FROM lim AS l),"
     " keys AS MATERIALIZED (SELECT job_type, concurrency_key, count(*) AS n FROM run"
     "   WHERE concurrency_key IS NOT NULL GROUP BY job_type, concurrency_key),"
+    # The key buckets in use, refilled to now, in whole tokens.
+    " kb AS MATERIALIZED (SELECT b.job_type, b.concurrency_key,"
+    "   CAST(min(l.key_rate_count * 1.0, b.tokens + max(0, :now - b.refilled_at)"
+    "   * l.key_rate_count / l.key_rate_period) + 0.000001 AS INTEGER) AS tokens"
+    "   FROM jobvisor_key_buckets AS b JOIN lim AS l ON l.kind = 'type'"
+    "   AND l.name = b.job_type AND l.key_rate_count IS NOT NULL),"
     " full_keys AS MATERIALIZED (SELECT k.job_type, k.concurrency_key FROM keys AS k"
     "   JOIN room AS t ON t.kind = 'type' AND t.name = k.job_type"
-    "   WHERE k.n >= t.key_concurrency),"
+    "   WHERE k.n >= t.key_concurrency"
+    "   UNION SELECT job_type, concurrency_key FROM kb WHERE tokens < 1),"
     " picks AS (SELECT j.id, j.queue, j.job_type, j.concurrency_key, j.priority, j.run_at"
     "   FROM jobvisor_jobs AS j"
     "   WHERE j.status IN ('pending', 'retryable')"
@@ -220,11 +233,15 @@ JOB_CLAIM_LIMITED: Final[LiteralString] = (
     "   AND (j.concurrency_key IS NULL"
     "     OR (j.job_type, j.concurrency_key) NOT IN (SELECT * FROM full_keys))"
     "   ORDER BY j.priority DESC, j.run_at, j.id LIMIT :window),"
+    # A key's room: the least of its key_concurrency left and its whole tokens.
     " cand AS (SELECT c.*, t.room AS troom, q.room AS qroom,"
-    "   t.key_concurrency - coalesce(k.n, 0) AS kroom FROM picks AS c"
+    "   CASE WHEN t.key_rate_count IS NULL THEN t.key_concurrency - coalesce(k.n, 0)"
+    "     ELSE min(coalesce(t.key_concurrency - coalesce(k.n, 0), 2147483647),"
+    "     coalesce(b.tokens, t.key_rate_count)) END AS kroom FROM picks AS c"
     "   LEFT JOIN room AS t ON t.kind = 'type' AND t.name = c.job_type"
     "   LEFT JOIN room AS q ON q.kind = 'queue' AND q.name = c.queue"
-    "   LEFT JOIN keys AS k ON k.job_type = c.job_type AND k.concurrency_key = c.concurrency_key),"
+    "   LEFT JOIN keys AS k ON k.job_type = c.job_type AND k.concurrency_key = c.concurrency_key"
+    "   LEFT JOIN kb AS b ON b.job_type = c.job_type AND b.concurrency_key = c.concurrency_key),"
     # Each limit ranks only the candidates the limits before it let pass:
     # per key, then per type, then per queue.
     " by_key AS (SELECT id, queue, job_type, priority, run_at, troom, qroom FROM ("
@@ -245,16 +262,51 @@ JOB_CLAIM_LIMITED: Final[LiteralString] = (
 )
 
 LIMIT_TAKE_TOKENS: Final[LiteralString] = (
-    # Refill the buckets of these groups to now and take what the claim
-    # started from each (`taken`: JSON [[kind, name, count], …]).
+    # After JOB_CLAIM_LIMITED with the same `now`, `lease` and `token`: refill
+    # the buckets of the groups it started jobs of to now and take those jobs
+    # from them (found by their lease's end, an index lookup, and the token).
     "UPDATE jobvisor_limits SET tokens = min(rate_count * 1.0,"
     "   coalesce(tokens, rate_count) + max(0, :now - coalesce(refilled_at, :now))"
     "   * rate_count / rate_period) - c.n,"
-    " refilled_at = :now"
-    " FROM (SELECT json_extract(value, '$[0]') AS kind, json_extract(value, '$[1]') AS name,"
-    "   json_extract(value, '$[2]') AS n FROM json_each(:taken)) AS c"
+    " refilled_at = max(coalesce(refilled_at, :now), :now)"
+    " FROM (SELECT g.kind, g.name, count(*) AS n FROM ("
+    "   SELECT 'type' AS kind, job_type AS name FROM jobvisor_jobs"
+    "   WHERE status = 'running' AND lease_expires_at = :now + :lease AND claim_token = :token"
+    "   UNION ALL SELECT 'queue', queue FROM jobvisor_jobs"
+    "   WHERE status = 'running' AND lease_expires_at = :now + :lease AND claim_token = :token"
+    "   ) AS g GROUP BY g.kind, g.name) AS c"
     " WHERE jobvisor_limits.kind = c.kind AND jobvisor_limits.name = c.name"
     " AND jobvisor_limits.rate_count IS NOT NULL"
+)
+
+KEY_BUCKET_TAKE: Final[LiteralString] = (
+    # After LIMIT_TAKE_TOKENS: take the claim's jobs from their keys' buckets,
+    # refilled to now; a key's first take makes its row (see the PostgreSQL
+    # module).
+    "INSERT INTO jobvisor_key_buckets (job_type, concurrency_key, tokens, refilled_at)"
+    " SELECT j.job_type, j.concurrency_key, min(l.key_rate_count) - count(*), :now"
+    " FROM jobvisor_jobs AS j JOIN jobvisor_limits AS l ON l.kind = 'type'"
+    "   AND l.name = j.job_type AND l.key_rate_count IS NOT NULL"
+    " WHERE j.status = 'running' AND j.lease_expires_at = :now + :lease"
+    "   AND j.claim_token = :token AND j.concurrency_key IS NOT NULL"
+    " GROUP BY j.job_type, j.concurrency_key"
+    " ON CONFLICT (job_type, concurrency_key) DO UPDATE SET tokens = excluded.tokens"
+    "   + (SELECT min(l.key_rate_count * 1.0, jobvisor_key_buckets.tokens + max(0,"
+    "     excluded.refilled_at - jobvisor_key_buckets.refilled_at)"
+    "     * l.key_rate_count / l.key_rate_period) - l.key_rate_count"
+    "     FROM jobvisor_limits AS l"
+    "     WHERE l.kind = 'type' AND l.name = jobvisor_key_buckets.job_type),"
+    " refilled_at = max(jobvisor_key_buckets.refilled_at, excluded.refilled_at)"
+)
+
+KEY_BUCKET_PRUNE: Final[LiteralString] = (
+    # Delete the key buckets that have refilled and those of types without a
+    # key rate; returns how many.
+    "DELETE FROM jobvisor_key_buckets WHERE NOT EXISTS (SELECT 1 FROM jobvisor_limits AS l"
+    "   WHERE l.kind = 'type' AND l.name = jobvisor_key_buckets.job_type"
+    "   AND l.key_rate_count IS NOT NULL"
+    "   AND jobvisor_key_buckets.tokens + max(0, :now - jobvisor_key_buckets.refilled_at)"
+    "     * l.key_rate_count / l.key_rate_period < l.key_rate_count)"
 )
 
 LIMIT_TABLE_LOCK: Final[LiteralString] = (
@@ -266,12 +318,13 @@ LIMIT_SET: Final[LiteralString] = (
     # Write one group's limits, replacing what it had; a bucket keeps its
     # tokens (at most the new size), a new one starts full.
     "INSERT INTO jobvisor_limits (kind, name, concurrency, key_concurrency, rate_count,"
-    " rate_period, tokens, refilled_at, source, updated_at)"
+    " rate_period, key_rate_count, key_rate_period, tokens, refilled_at, source, updated_at)"
     " VALUES (:kind, :name, :concurrency, :key_concurrency, :rate_count,"
-    " :rate_period, :rate_count, :now, :source, :now)"
+    " :rate_period, :key_rate_count, :key_rate_period, :rate_count, :now, :source, :now)"
     " ON CONFLICT (kind, name) DO UPDATE SET concurrency = excluded.concurrency,"
     " key_concurrency = excluded.key_concurrency, rate_count = excluded.rate_count,"
-    " rate_period = excluded.rate_period,"
+    " rate_period = excluded.rate_period, key_rate_count = excluded.key_rate_count,"
+    " key_rate_period = excluded.key_rate_period,"
     " tokens = min(coalesce(jobvisor_limits.tokens, excluded.tokens), excluded.tokens),"
     " refilled_at = coalesce(jobvisor_limits.refilled_at, excluded.refilled_at),"
     " source = excluded.source, updated_at = excluded.updated_at"
@@ -284,8 +337,8 @@ LIMIT_CLEAR: Final[LiteralString] = (
 
 LIMIT_LIST: Final[LiteralString] = (
     # Every limit, by kind and name.
-    "SELECT kind, name, concurrency, key_concurrency, rate_count, rate_period, source"
-    " FROM jobvisor_limits ORDER BY kind, name"
+    "SELECT kind, name, concurrency, key_concurrency, rate_count, rate_period, source,"
+    " key_rate_count, key_rate_period FROM jobvisor_limits ORDER BY kind, name"
 )
 
 JOB_RENEW_MANY: Final[LiteralString] = (
