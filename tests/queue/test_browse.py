@@ -180,6 +180,7 @@ def test_a_listing_cuts_a_large_payload(queue: Queue) -> None:
         ({"status": "retryable", "order": "newest"}, "order=newest with status='retryable'"),
         ({"status": "dead", "cursor": "1~2~3"}, "cursor='1~2~3': expected time~id"),
         ({"status": "running", "cursor": "x~" + str(uuid.UUID(int=0))}, "expected time~id"),
+        ({"status": "dead", "cursor": "9" * 30 + "~" + str(uuid.UUID(int=0))}, "expected time~id"),
         ({"limit": 0}, "limit=0: expected an integer >= 1"),
         ({"queue": " "}, "queue=' ': expected a non-empty string"),
     ],

@@ -50,6 +50,8 @@ _MICROSECOND: Final = dt.timedelta(microseconds=1)
 _FIRST_DUE: Final = (validate.MAX_INT32, uuid.UUID(int=0))  # before the first due job
 _FAR_FUTURE: Final = dt.datetime(9999, 1, 1, tzinfo=UTC)  # after every finish and lease
 _LAST_ID: Final = uuid.UUID(int=2**128 - 1)
+_FIRST_SECOND: Final = (dt.datetime(1, 1, 1, tzinfo=UTC) - _EPOCH).total_seconds()
+_LAST_SECOND: Final = (dt.datetime(9999, 12, 31, 23, 59, 59, tzinfo=UTC) - _EPOCH).total_seconds()
 
 
 class JobOrder(enum.StrEnum):
@@ -222,8 +224,14 @@ def _exact(d: Dialect) -> bool:
 
 
 def _stored_time(d: Dialect, raw: str) -> Any:
-    """A time of a cursor, as the engine stores it (`_cursor_time`)."""
-    return _EPOCH + dt.timedelta(microseconds=int(raw)) if _exact(d) else float(raw)
+    """A time of a cursor, as the engine stores it (`_cursor_time`); a time
+    outside the years 1 to 9999 raises ValueError or OverflowError."""
+    if _exact(d):
+        return _EPOCH + dt.timedelta(microseconds=int(raw))
+    seconds = float(raw)
+    if not _FIRST_SECOND <= seconds <= _LAST_SECOND:  # NaN too
+        raise ValueError(raw)
+    return seconds
 
 
 def _cursor_time(when: Any) -> str:
@@ -245,7 +253,7 @@ def _due_cursor(d: Dialect, cursor: str | None) -> dict[str, Any]:
             "run_at": _stored_time(d, raw),
             "after": d.id(uuid.UUID(job_id)),
         }
-    except ValueError:
+    except (ValueError, OverflowError):
         raise InvalidArgument(f"cursor={cursor!r}: expected priority~run_at~id") from None
 
 
@@ -256,7 +264,7 @@ def _time_cursor(d: Dialect, cursor: str | None) -> dict[str, Any]:
     try:
         raw, job_id = cursor.split("~")
         return {"at": _stored_time(d, raw), "before": d.id(uuid.UUID(job_id))}
-    except ValueError:
+    except (ValueError, OverflowError):
         raise InvalidArgument(f"cursor={cursor!r}: expected time~id") from None
 
 
