@@ -85,6 +85,11 @@ def _enable_sort() -> Steps[str]:
     return str(row[0])
 
 
+def _jit() -> Steps[str]:
+    row = yield Stmt("SELECT current_setting('jit')", fetch="one")
+    return str(row[0])
+
+
 def test_a_planner_plan_has_its_settings_for_its_transaction(single: str) -> None:
     """The claim's settings (`Plan.planner`) hold inside its own transaction
     and end with it."""
@@ -92,6 +97,8 @@ def test_a_planner_plan_has_its_settings_for_its_transaction(single: str) -> Non
         runner = q._runner
         assert runner.run(Plan(_enable_sort(), transaction=False, planner=True)) == "off"
         assert runner.run(Plan(_enable_sort(), transaction=False)) == "on"
+        assert runner.run(Plan(_jit(), transaction=False, planner=True)) == "off"
+        assert runner.run(Plan(_jit(), transaction=False)) == "on"
 
 
 def _enable_sort_around_commits() -> Steps[list[str]]:

@@ -960,7 +960,14 @@ async def _pg_execute_async(
 # and 1.1 is the usual random_page_cost for SSD storage. Both apply only to
 # jobvisor's own connections (bench/queue_throughput.py --cold-statistics:
 # 2,800 -> 10,700 jobs/s, and the prepared plans keep pickup latency low).
-PG_SESSION_SETUP: Final[LiteralString] = "SET random_page_cost = 1.1; SET enable_sort = off"
+# The JIT is off too: on a big table the claim's estimate (a walk of the whole
+# index, its filter on paused queues and limits judged to keep one row) passes
+# jit_above_cost, and compiling it took 250 ms where running it takes 2 ms
+# (10 million pending jobs, bench/backlog.py). No statement of the queue runs
+# long enough for the JIT to pay.
+PG_SESSION_SETUP: Final[LiteralString] = (
+    "SET random_page_cost = 1.1; SET enable_sort = off; SET jit = off"
+)
 
 # For a queue opened with `synchronous_commit=False` (the worker's own): its
 # commits do not wait for the WAL flush. See `connect`.
@@ -970,7 +977,7 @@ PG_ASYNC_COMMIT: Final[LiteralString] = "SET synchronous_commit = off"
 # another client's server connection: the planner settings are set for the
 # transaction of a `Plan.planner` plan only, in the round trip of its BEGIN.
 PG_BEGIN_PLANNER: Final[LiteralString] = (
-    "BEGIN; SET LOCAL random_page_cost = 1.1; SET LOCAL enable_sort = off"
+    "BEGIN; SET LOCAL random_page_cost = 1.1; SET LOCAL enable_sort = off; SET LOCAL jit = off"
 )
 PG_BEGIN_PLANNER_ASYNC_COMMIT: Final[LiteralString] = (
     PG_BEGIN_PLANNER + "; SET LOCAL synchronous_commit = off"
