@@ -1589,14 +1589,27 @@ def _limits_write(
 ) -> Steps[None]:
     """Write and remove limits so that they hold from the commit on: on
     PostgreSQL after the claims in flight ended (as `pause` waits for them)."""
-    sql = ctx.dialect.sql
     ctx.limits_seen.forget()
     if not rows and not clear:
         return
+    yield from _limits_lock(ctx)
+    yield from _limits_apply(ctx, rows, clear)
+
+
+def _limits_lock(ctx: Ctx) -> Steps[None]:
+    """Wait (at most PAUSE_LOCK_TIMEOUT_MS on PostgreSQL) for the claims in
+    flight, and hold new ones, until the transaction commits."""
+    sql = ctx.dialect.sql
     timeout = {"lock_timeout": f"{PAUSE_LOCK_TIMEOUT_MS}ms"}
     if ctx.dialect.notifies:
         yield Stmt(sql.QUEUE_PAUSE_LOCK_TIMEOUT, timeout, fetch="all")
     yield Stmt(sql.LIMIT_TABLE_LOCK)
+
+
+def _limits_apply(
+    ctx: Ctx, rows: Sequence[dict[str, Any]], clear: Sequence[dict[str, Any]]
+) -> Steps[None]:
+    sql = ctx.dialect.sql
     for row in rows:
         yield Stmt(sql.LIMIT_SET, row)
     for row in clear:
@@ -1712,7 +1725,7 @@ def limits_sync(ctx: Ctx, declared: Sequence[Limit], *, job_types: Sequence[str]
     handled = {validate.name("job_type", t) for t in job_types}
     sql = ctx.dialect.sql
 
-    def steps() -> Steps[int]:
+    def changes() -> Steps[tuple[list[dict[str, Any]], list[dict[str, Any]]]]:
         current = {
             (lim.scope.value, lim.name): lim
             for lim in map(limit_from_row, (yield Stmt(sql.LIMIT_LIST, fetch="all")))
@@ -1726,7 +1739,21 @@ def limits_sync(ctx: Ctx, declared: Sequence[Limit], *, job_types: Sequence[str]
             and (kind, name) not in rows
             and lim.source is LimitSource.CODE
         ]
-        yield from _limits_write(ctx, wanted, stale)
+        return wanted, stale
+
+    def steps() -> Steps[int]:
+        ctx.limits_seen.forget()
+        wanted, stale = yield from changes()
+        if not wanted and not stale:
+            return 0
+        # The read's lock ends before the wait for the write lock: two workers
+        # booting at once would each hold the one and wait for the other's.
+        # Under the write lock the limits are read again (another may have
+        # written them meanwhile).
+        yield COMMIT
+        yield from _limits_lock(ctx)
+        wanted, stale = yield from changes()
+        yield from _limits_apply(ctx, wanted, stale)
         return len(wanted) + len(stale)
 
     return Plan(steps())
