@@ -1,15 +1,19 @@
 """Burn-down: how fast real worker processes empty a queue of no-op jobs.
 
     .venv/bin/python bench/burndown.py [--engine postgres|sqlite|both] [--jobs 50000]
-        [--workers 2] [--concurrency 200] [--via workers|run] [--runs 1]
+        [--workers 2] [--concurrency 200|default] [--sleep-ms 0] [--via workers|run] [--runs 1]
         [--pg-url postgresql://postgres@127.0.0.1:5432/postgres]
         [--bouncer-url postgresql://postgres@127.0.0.1:6432/postgres [--poll]]
 
 The workers start on an empty queue and run one warm-up job each way (so
-they are connected and idle); then `enqueue_many` writes `--jobs` jobs of the
-bundled example app's `noop` type in one transaction, and the clock runs from
-its commit until every job is `completed`. Jobs per second is `--jobs`
-divided by that time. Resident memory of each process is read at the end.
+they are connected and idle); then `enqueue_many` writes `--jobs` jobs of
+`bench/burndown_app.py`'s `noop` type (with `--sleep-ms`, its `sleep` type,
+which awaits that long: a job waiting on a network call) in one
+transaction, and the clock runs from its commit until every job is
+`completed`. Jobs per second is `--jobs` divided by that time. Resident
+memory of each process is read at the end. `--concurrency default` leaves
+`JOBVISOR_CONCURRENCY` unset: the service's own default (`auto`, which for
+this app of `async def` handlers is 200).
 
 `--via workers` starts `python -m jobvisor.worker` processes directly;
 `--via run` starts `jobvisor run` (the supervisor) with `--workers` workers.
@@ -135,10 +139,14 @@ def one_run(engine: str, args: argparse.Namespace) -> tuple[float, dict[str, int
         url, bouncer = _bounced(direct, args)
         queue = jobvisor.connect(url, pgbouncer=bool(bouncer))
         queue.migrate()
-        env = dict(os.environ, JOBVISOR_DATABASE_URL=url, JOBVISOR_APP="jobvisor.example:registry",
-                   JOBVISOR_CONCURRENCY=str(args.concurrency), JOBVISOR_WORKERS=str(args.workers),
+        env = {k: v for k, v in os.environ.items() if k != "JOBVISOR_CONCURRENCY"}
+        env.update(JOBVISOR_DATABASE_URL=url, JOBVISOR_APP="burndown_app:registry",
+                   JOBVISOR_WORKERS=str(args.workers),
                    JOBVISOR_LOG_LEVEL="warning", JOBVISOR_LOG_FORMAT="json",
-                   JOBVISOR_HTTP_ADDR="", JOBVISOR_SHUTDOWN_TIMEOUT="10", **bouncer)  # fmt: skip
+                   JOBVISOR_HTTP_ADDR="", JOBVISOR_SHUTDOWN_TIMEOUT="10",
+                   PYTHONPATH=str(Path(__file__).resolve().parent), **bouncer)  # fmt: skip
+        if args.concurrency != "default":
+            env["JOBVISOR_CONCURRENCY"] = args.concurrency
         if args.via == "run":
             cmd = [str(Path(sys.executable).with_name("jobvisor")), "run"]
             procs = [subprocess.Popen(cmd, env=env)]
@@ -150,7 +158,12 @@ def one_run(engine: str, args: argparse.Namespace) -> tuple[float, dict[str, int
             queue.enqueue_many([{"job_type": "noop"} for _ in range(args.workers * 4)])
             wait_completed(queue, args.workers * 4, time.monotonic() + 60, direct)
             warm = args.workers * 4
-            jobs = [{"job_type": "noop"} for _ in range(args.jobs)]
+            job = (
+                {"job_type": "sleep", "payload": {"ms": args.sleep_ms}}
+                if args.sleep_ms
+                else {"job_type": "noop"}
+            )
+            jobs = [job for _ in range(args.jobs)]
             started = time.perf_counter()
             queue.enqueue_many(jobs)
             enqueued = time.perf_counter()
@@ -182,7 +195,8 @@ def main() -> None:
     parser.add_argument("--engine", choices=["postgres", "sqlite", "both"], default="both")
     parser.add_argument("--jobs", type=int, default=50_000)
     parser.add_argument("--workers", type=int, default=2)
-    parser.add_argument("--concurrency", type=int, default=200)
+    parser.add_argument("--concurrency", default="200", help="a number, or default (unset)")
+    parser.add_argument("--sleep-ms", type=float, default=0.0, help="jobs that await this long")
     parser.add_argument("--via", choices=["workers", "run"], default="workers")
     parser.add_argument("--runs", type=int, default=1)
     parser.add_argument(
@@ -203,8 +217,9 @@ def main() -> None:
             rates.append(args.jobs / elapsed)
             print(f"  {engine}: {args.jobs} jobs in {elapsed:.2f}s = {rates[-1]:,.0f} jobs/s",
                   flush=True)  # fmt: skip
+        kind = f"{args.sleep_ms:g} ms jobs" if args.sleep_ms else "no-op jobs"
         print(f"{engine}: via {args.via}, {args.workers} workers x concurrency "
-              f"{args.concurrency}: median {statistics.median(rates):,.0f} jobs/s "
+              f"{args.concurrency}, {kind}: median {statistics.median(rates):,.0f} jobs/s "
               f"over {args.runs} run(s)")  # fmt: skip
         for name, kib in memory.items():
             print(f"  rss {name}: {kib / 1024:.1f} MiB")

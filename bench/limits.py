@@ -1,6 +1,6 @@
 """Limits under load: throughput of a type with `concurrency=50` and a type
 with `key_concurrency=2` (100 keys), offered at a fixed rate, against the
-same load without limits.
+same load without limits, the two runs alternating.
 
     .venv/bin/python bench/limits.py [--rate 10000] [--seconds 10] [--workers 2]
         [--concurrency 100] [--keys 100] [--runs 1] [--engine postgres|sqlite]
@@ -196,17 +196,19 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=1)
     parser.add_argument("--pg-url", default=DEFAULT_PG_URL)
     args = parser.parse_args()
-    medians = {}
-    for mode in ("unlimited", "limited"):
-        rates = []
-        for _ in range(args.runs):
+    rates: dict[str, list[float]] = {"unlimited": [], "limited": []}
+    for run in range(args.runs):  # the two sides alternate, so both see the same machine
+        for mode, seen in rates.items():
             got = one_run(args.engine, mode, args)
-            rates.append(got["jobs/s"])
-            print(f"  {mode}: {got['jobs/s']:,.0f} jobs/s, most running capped: "
+            seen.append(got["jobs/s"])
+            print(f"  run {run + 1} {mode}: {got['jobs/s']:,.0f} jobs/s, most running capped: "
                   f"{got['capped']:.0f}, a capped job running for {got['held ms']:.1f} ms "
                   "on average (claim to completion)", flush=True)  # fmt: skip
-        medians[mode] = statistics.median(rates)
-        print(f"{args.engine} {mode}: median {medians[mode]:,.0f} jobs/s over {args.runs} run(s)")
+        ratio = rates["limited"][-1] / rates["unlimited"][-1]
+        print(f"  run {run + 1} limited / unlimited: {ratio:.2f}", flush=True)
+    medians = {mode: statistics.median(got) for mode, got in rates.items()}
+    for mode, median in medians.items():
+        print(f"{args.engine} {mode}: median {median:,.0f} jobs/s over {args.runs} run(s)")
     ratio = medians["limited"] / medians["unlimited"]
     print(f"limited / unlimited: {ratio:.2f} (offered {args.rate:,} jobs/s for {args.seconds:g}s)")
 

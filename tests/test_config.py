@@ -43,7 +43,11 @@ def test_each_bounded_setting_refuses_values_outside_its_bounds(setting: Setting
     ("variable", "value", "expected"),
     [
         ("JOBVISOR_LEASE", "1e12", "seconds >= 1, at most 86400"),
-        ("JOBVISOR_CONCURRENCY", "99999999999999999999999", "an integer >= 1, at most 10000"),
+        (
+            "JOBVISOR_CONCURRENCY",
+            "99999999999999999999999",
+            "auto or an integer >= 1, at most 10000",
+        ),
         ("JOBVISOR_WORKER_TIMEOUT", "0.001", "seconds >= 3, at most 86400"),
         ("JOBVISOR_LEASE", "1e300", "seconds >= 1, at most 86400"),
     ],
@@ -61,6 +65,25 @@ def test_a_flag_out_of_bounds_is_named_as_the_flag() -> None:
 def test_the_lease_default_is_the_queues() -> None:
     assert Config.load(env={}).lease == validate.DEFAULT_LEASE
     assert Config.load(env={}).max_payload_bytes == validate.DEFAULT_MAX_PAYLOAD_BYTES
+
+
+@pytest.mark.parametrize("text", ["auto", "AUTO", " Auto "])
+def test_concurrency_auto_is_the_default_and_is_passed_on_as_auto(text: str) -> None:
+    assert Config.load(env={}).concurrency is None
+    assert Config.load(env={}).sources["concurrency"] == "default"
+    config = Config.load(env={"JOBVISOR_CONCURRENCY": text})
+    assert config.concurrency is None
+    assert config.to_env()["JOBVISOR_CONCURRENCY"] == "auto"
+    assert Config.load(env=config.to_env()).concurrency is None
+    assert Config.load(env={"JOBVISOR_CONCURRENCY": "7"}).to_env()["JOBVISOR_CONCURRENCY"] == "7"
+
+
+def test_concurrency_refuses_what_is_neither_auto_nor_a_count() -> None:
+    for value in ("0", "automatic", ""):
+        with pytest.raises(ConfigError) as info:
+            Config.load(env={"JOBVISOR_CONCURRENCY": value})
+        expected = "auto or an integer >= 1, at most 10000"
+        assert str(info.value) == f"JOBVISOR_CONCURRENCY={value!r}: expected {expected}"
 
 
 PG = "postgresql://jobvisor@db.internal/jobs"

@@ -116,11 +116,17 @@ def recreate(admin_dsn: str, dbname: str) -> str:
 
 def run_driver(name: str, workload: str, dsn: str, args: argparse.Namespace) -> dict[str, Any]:
     jobs = args.bulk_jobs if workload == "bulk" else args.burndown_jobs
+    concurrency = args.concurrency
+    if name == "jobvisor" and args.jobvisor_concurrency is not None:
+        # "default": 0, which the driver reads as no JOBVISOR_CONCURRENCY at all.
+        concurrency = (
+            0 if args.jobvisor_concurrency == "default" else int(args.jobvisor_concurrency)
+        )
     log_dir = os.path.join(RESULTS, "logs", name)
     os.makedirs(log_dir, exist_ok=True)
     cmd = [*driver_command(name), workload, "--dsn", dsn, "--jobs", str(jobs),
            "--samples", str(args.samples), "--workers", str(args.workers),
-           "--concurrency", str(args.concurrency), "--log-dir", log_dir,
+           "--concurrency", str(concurrency), "--log-dir", log_dir,
            "--timeout", str(args.timeout)]  # fmt: skip
     env = {**os.environ, "GRAPHILE_WORKER_DIR": os.path.join(ENVS, "graphile-worker"),
            "PYTHONPATH": DRIVERS}  # fmt: skip
@@ -194,6 +200,12 @@ def main() -> None:
     p.add_argument("--samples", type=int, default=200, help="latency samples per run")
     p.add_argument("--workers", type=int, default=2)
     p.add_argument("--concurrency", type=int, default=20, help="jobs at once per worker process")
+    p.add_argument(
+        "--jobvisor-concurrency",
+        metavar="N|default",
+        help="jobvisor's concurrency apart from the peers' (default: --concurrency);"
+        " 'default' leaves JOBVISOR_CONCURRENCY unset: the service's own default",
+    )
     p.add_argument("--timeout", type=float, default=600.0, help="seconds per measurement")
     p.add_argument("--admin-dsn", default=os.environ.get(
         "JOBVISOR_BENCH_ADMIN_DSN", "postgresql://postgres@127.0.0.1:5432/postgres"))  # fmt: skip

@@ -646,6 +646,7 @@ def _limit_json(limit: Limit | None) -> dict[str, Any] | None:
         "concurrency": limit.concurrency,
         "key_concurrency": limit.key_concurrency,
         "rate": limit.rate,
+        "key_rate": limit.key_rate,
         "source": limit.source.value,
     }
 
@@ -705,11 +706,14 @@ def cmd_queue_limits(args: argparse.Namespace, config: Config) -> int:
             lim.name,
             *(str(v) if v is not None else "-" for v in (lim.concurrency, lim.key_concurrency)),
             lim.rate or "-",
+            lim.key_rate or "-",
             lim.source.value,
         ]
         for lim in limits
     ]
-    print(_table(["scope", "name", "concurrency", "per key", "rate", "set by"], rows))
+    print(
+        _table(["scope", "name", "concurrency", "per key", "rate", "rate per key", "set by"], rows)
+    )
     return EXIT_OK
 
 
@@ -717,11 +721,13 @@ def cmd_queue_limit(args: argparse.Namespace, config: Config) -> int:
     """Set (replacing) or clear the limits of a queue, or with --type a job type."""
     scope = {"job_type": args.name} if args.type else {"queue": args.name}
     what = f"{'type' if args.type else 'queue'} {args.name}"
-    values = (args.concurrency, args.key_concurrency, args.rate)
+    values = (args.concurrency, args.key_concurrency, args.rate, args.key_rate)
     with _queue(config) as q:
         if args.clear:
             if any(v is not None for v in values):
-                raise UsageError("--clear takes no --concurrency, --key-concurrency or --rate")
+                raise UsageError(
+                    "--clear takes no --concurrency, --key-concurrency, --rate or --key-rate"
+                )
             had = q.clear_limit(**scope)
             print(f"cleared the limits of {what}" if had else f"{what} had no limits")
             return EXIT_OK
@@ -730,6 +736,7 @@ def cmd_queue_limit(args: argparse.Namespace, config: Config) -> int:
             concurrency=args.concurrency,
             key_concurrency=args.key_concurrency,
             rate=args.rate,
+            key_rate=args.key_rate,
         )
         kind = LimitScope.TYPE if args.type else LimitScope.QUEUE
         (limit,) = [lim for lim in q.limits() if (lim.scope, lim.name) == (kind, args.name)]
@@ -1049,6 +1056,9 @@ def build_parser() -> argparse.ArgumentParser:
         "--key-concurrency", type=int, metavar="N", help="running jobs per concurrency key (types)"
     )
     limit.add_argument("--rate", metavar="N/UNIT", help='starts per s, m or h: "100/s"')
+    limit.add_argument(
+        "--key-rate", metavar="N/UNIT", help='starts per concurrency key (types): "10/s"'
+    )
     limit.add_argument("--clear", action="store_true", help="remove every limit of NAME")
 
     cancel = command(

@@ -76,6 +76,35 @@ class _Count:
         return validate.count_range(self.low, self.high)
 
 
+# `JOBVISOR_CONCURRENCY=auto` (the default): chosen by each worker once its
+# app is imported, see `jobvisor.worker.loop.auto_concurrency`.
+AUTO = "auto"
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class _CountOrAuto:
+    """Parse `auto` (None: decided later) or an integer within its bounds."""
+
+    count: _Count
+
+    def __call__(self, text: str) -> int | None:
+        if text.strip().lower() == AUTO:
+            return None
+        return self.count(text)
+
+    @property
+    def low(self) -> int:
+        return self.count.low
+
+    @property
+    def high(self) -> int:
+        return self.count.high
+
+    @property
+    def expected(self) -> str:
+        return f"{AUTO} or {self.count.expected}"
+
+
 def _url(text: str) -> str:
     try:
         parse_url(text)
@@ -195,8 +224,13 @@ SETTINGS: tuple[Setting, ...] = (
         "the handlers to run (django: the tasks of the project DJANGO_SETTINGS_MODULE names)",
     ),
     _bounded("workers", "2", _Count(validate.MAX_WORKERS), "worker processes"),
-    _bounded(
-        "concurrency", "20", _Count(validate.MAX_CONCURRENCY), "jobs run at once by each worker"
+    Setting(
+        "concurrency",
+        AUTO,
+        _CountOrAuto(_Count(validate.MAX_CONCURRENCY)),
+        _CountOrAuto(_Count(validate.MAX_CONCURRENCY)).expected,
+        "jobs run at once by each worker (auto: 200 when every handler is an async def,"
+        " 20 when any runs in threads)",
     ),
     Setting(
         "queues", "", _names, "comma-separated queue names (empty: all)", "queues to claim from"
@@ -421,7 +455,7 @@ class Config:
     listen_url: str
     app: str
     workers: int
-    concurrency: int
+    concurrency: int | None  # None: `auto`
     queues: tuple[str, ...]
     lease: float
     poll_interval: float
@@ -489,6 +523,8 @@ class Config:
                 out[s.env] = ",".join(value)
             elif isinstance(value, bool):
                 out[s.env] = "1" if value else "0"
+            elif value is None:
+                out[s.env] = AUTO
             else:
                 out[s.env] = str(value)
         return out

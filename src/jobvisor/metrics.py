@@ -187,7 +187,7 @@ class Metrics:
         self.limit = Gauge(
             "jobvisor_limit",
             "A fleet-wide limit: running jobs (concurrency, key_concurrency) or starts"
-            " per second (rate), by scope (queue or type) and name.",
+            " per second (rate, key_rate), by scope (queue or type) and name.",
             ("scope", "name", "limit"),
             registry=r,
         )
@@ -371,7 +371,8 @@ def _limit_values(limit: Limit) -> list[tuple[str, float]]:
         values.append(("concurrency", float(limit.concurrency)))
     if limit.key_concurrency is not None:
         values.append(("key_concurrency", float(limit.key_concurrency)))
-    rate = validate.rate("rate", limit.rate)
-    if rate is not None:
-        values.append(("rate", rate[0] / rate[1]))
+    for which, text in (("rate", limit.rate), ("key_rate", limit.key_rate)):
+        rate = validate.rate(which, text)
+        if rate is not None:
+            values.append((which, rate[0] / rate[1]))
     return values

@@ -241,8 +241,9 @@ def _inline_context(call: TaskCall[Any]) -> JobContext:
     now = dt.datetime.now(dt.UTC)
     options = call.options
     payload = json.loads(json.dumps(call.payload))
+    job_id = new_job_id()
     job = Job(
-        id=new_job_id(),
+        id=job_id,
         queue=options.get("queue", DEFAULT_QUEUE),
         job_type=call.job_type,
         payload=payload,
@@ -252,7 +253,7 @@ def _inline_context(call: TaskCall[Any]) -> JobContext:
         attempts=1,
         max_attempts=options.get("max_attempts", DEFAULT_MAX_ATTEMPTS),
         last_error=None,
-        correlation_id=options.get("correlation_id") or current_correlation_id(),
+        correlation_id=options.get("correlation_id") or current_correlation_id() or job_id.hex,
         dedupe_key=options.get("dedupe_key"),
         lease_expires_at=None,
         claim_token=uuid.uuid4(),

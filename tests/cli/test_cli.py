@@ -533,7 +533,7 @@ def test_config_shows_sources_and_never_the_password(cli: Cli) -> None:
     assert rows["JOBVISOR_DATABASE_URL"][1:] == ["postgresql://jobvisor:***@db.internal:5432/jobs",
                                                  "env"]  # fmt: skip
     assert rows["JOBVISOR_WORKERS"][1:] == ["6", "env"]
-    assert rows["JOBVISOR_CONCURRENCY"][1:] == ["20", "default"]
+    assert rows["JOBVISOR_CONCURRENCY"][1:] == ["auto", "default"]
     data = json.loads(cli("config", "--json", "--database-url", url, env=env).out)
     by_var = {row["variable"]: row for row in data}
     assert by_var["JOBVISOR_DATABASE_URL"]["source"] == "flag"

@@ -74,8 +74,8 @@ def test_limit_sets_lists_and_clears_a_limit(cli: Cli, db: Queue) -> None:
     assert cli.ok("queue", "limits").strip() == "no limits"
     out = cli.ok("queue", "limit", "mail", "--concurrency", "2", "--rate", "10/s")
     assert out.strip() == "limited queue mail: concurrency=2 rate=10/s"
-    out = cli.ok("queue", "limit", "sync", "--type", "--key-concurrency", "1")
-    assert out.strip() == "limited type sync: key=1"
+    out = cli.ok("queue", "limit", "sync", "--type", "--key-concurrency", "1", "--key-rate", "5/m")
+    assert out.strip() == "limited type sync: key=1 key_rate=5/m"
     db.enqueue_many([{"job_type": "t", "queue": "mail"}] * 4)
     assert len(db.claim("w", limit=10)) == 2
 
@@ -86,15 +86,20 @@ def test_limit_sets_lists_and_clears_a_limit(cli: Cli, db: Queue) -> None:
         "concurrency": 2,
         "key_concurrency": None,
         "rate": "10/s",
+        "key_rate": None,
         "source": "operator",
     }
     limits = json.loads(cli.ok("queue", "limits", "--json"))
-    assert [(e["scope"], e["name"], e["key_concurrency"]) for e in limits] == [
-        ("queue", "mail", None),
-        ("type", "sync", 1),
+    assert [(e["scope"], e["name"], e["key_concurrency"], e["key_rate"]) for e in limits] == [
+        ("queue", "mail", None, None),
+        ("type", "sync", 1, "5/m"),
     ]
     table = cli.ok("queue", "limits").splitlines()
-    assert table[0].split() == ["scope", "name", "concurrency", "per", "key", "rate", "set", "by"]
+    assert table[0].split() == [
+        *("scope", "name", "concurrency", "per", "key", "rate"),
+        *("rate", "per", "key", "set", "by"),
+    ]
+    assert table[-1].split() == ["type", "sync", "-", "1", "-", "5/m", "operator"]
 
     assert cli.ok("queue", "limit", "mail", "--clear").strip() == "cleared the limits of queue mail"
     assert cli.ok("queue", "limit", "mail", "--clear").strip() == "queue mail had no limits"
@@ -106,8 +111,11 @@ def test_limit_sets_lists_and_clears_a_limit(cli: Cli, db: Queue) -> None:
     [
         (["mail", "--rate", "lots"], "rate='lots'"),
         (["mail", "--concurrency", "0"], "concurrency=0"),
-        (["mail"], "expected concurrency, key_concurrency or rate"),
+        (["mail"], "expected concurrency, key_concurrency, rate or key_rate"),
         (["mail", "--key-concurrency", "2"], "key_concurrency=2 for queue 'mail'"),
+        (["mail", "--key-rate", "2/s"], "key_rate='2/s' for queue 'mail'"),
+        (["sync", "--type", "--key-rate", "2/week"], "key_rate='2/week'"),
+        (["mail", "--clear", "--key-rate", "2/s"], "--clear takes no"),
         (["mail", "--clear", "--concurrency", "2"], "--clear takes no"),
     ],
 )

@@ -37,6 +37,12 @@ async def rated(job: JobContext) -> dict[str, Any]:
     return await _hold(job)
 
 
+@registry.handler("rated_per_key", key_rate="10/s")
+async def rated_per_key(job: JobContext) -> dict[str, Any]:
+    """At most ten starts a second per concurrency key, a bucket of ten each."""
+    return await _hold(job)
+
+
 @registry.handler("free")
 async def free(job: JobContext) -> dict[str, Any]:
     """No limit."""

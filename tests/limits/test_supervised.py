@@ -148,6 +148,47 @@ def test_a_rate_holds_across_three_supervisors(
     assert took < seconds * 2  # and not much slower either
 
 
+def test_a_key_rate_holds_per_key_and_every_key_progresses(
+    url: str, tmp_path: Path, start_service: Callable[..., Service]
+) -> None:
+    """Five keys at 10/s each (a bucket of 10): the first key's backlog,
+    twice the others' and ahead of them in claim order, does not hold them
+    back; each key's starts stay within its rate."""
+    live = three_supervisors(url, tmp_path, start_service)
+    rate, burst, seconds = 10, 10, 5
+    keys = [f"tenant:{n}" for n in range(5)]
+    sizes = {key: burst + rate * seconds * (2 if key == keys[0] else 1) for key in keys}
+    with jobvisor.connect(url) as q:
+        for key in keys:  # the first key's jobs are enqueued, and due, first
+            job = {"job_type": "rated_per_key", "concurrency_key": key, "payload": {"hold": 0.01}}
+            q.enqueue_many([job] * sizes[key])
+    total = sum(sizes.values())
+    wait_until(done(url, "rated_per_key", total), timeout=120, what="the keyed rated jobs done")
+    stop_all(live, url)
+    (rows,) = query_all(
+        url,
+        [
+            "SELECT concurrency_key, started_at FROM jobvisor_jobs"
+            " WHERE job_type = 'rated_per_key' AND status = 'completed'"
+        ],
+    )
+    starts: dict[str, list[float]] = {key: [] for key in keys}
+    for key, started in rows:
+        starts[key].append(_epoch(started))
+    for key in keys:
+        mine = sorted(starts[key])
+        assert len(mine) == sizes[key]
+        for i, first in enumerate(mine):
+            within = sum(1 for s in mine[i:] if s < first + 1.0)
+            assert within <= rate + burst, f"{key}: {within} starts in the second from {first}"
+        # No faster than the rate: the jobs past the first bucket took their time.
+        assert mine[-1] - mine[0] >= (sizes[key] - burst) / rate - 0.5, key
+    # Every other key was done before the first key's backlog was: none waited on it.
+    busy_last = max(starts[keys[0]])
+    for key in keys[1:]:
+        assert max(starts[key]) < busy_last, f"{key} finished after the backlogged key"
+
+
 def test_a_bad_declared_limit_stops_the_service_with_exit_78(
     url: str, tmp_path: Path, start_service: Callable[..., Service]
 ) -> None:

@@ -198,7 +198,7 @@ def test_the_paused_gauge_follows_pause_and_resume(queue: Queue) -> None:
 
 def test_the_limit_gauge_shows_every_limit(queue: Queue) -> None:
     queue.set_limit(queue="mail", concurrency=5)
-    queue.set_limit(job_type="sync", key_concurrency=2, rate="120/m")
+    queue.set_limit(job_type="sync", key_concurrency=2, rate="120/m", key_rate="30/m")
     metrics = Metrics()
     metrics.record_summary(queue.summary())
 
@@ -213,6 +213,7 @@ def test_the_limit_gauge_shows_every_limit(queue: Queue) -> None:
         ("queue", "mail", "concurrency"): 5.0,
         ("type", "sync", "key_concurrency"): 2.0,
         ("type", "sync", "rate"): 2.0,  # starts per second
+        ("type", "sync", "key_rate"): 0.5,
     }
     queue.clear_limit(queue="mail")
     metrics.record_summary(queue.summary())

@@ -347,9 +347,9 @@ def test_correlation_id_from_the_context(queue: Queue) -> None:
     assert queue.get(m).correlation_id == "ctx-1"
 
 
-def test_correlation_id_generated_when_absent(queue: Queue) -> None:
+def test_correlation_id_is_the_jobs_own_id_when_absent(queue: Queue) -> None:
     a, b = queue.get(queue.enqueue("c")), queue.get(queue.enqueue("c"))
-    assert a.correlation_id and b.correlation_id and a.correlation_id != b.correlation_id
+    assert (a.correlation_id, b.correlation_id) == (a.id.hex, b.id.hex)
 
 
 def test_require_correlation_id(make_queue: MakeQueue, url: str) -> None:

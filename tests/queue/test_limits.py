@@ -21,6 +21,7 @@ from tests.conftest import run_async
 from tests.invariants import assert_invariants, query_all
 from tests.queue.conftest import MakeQueue
 from tests.queue.helpers import Clock, run_in_processes
+from tests.worker.helpers import execute
 
 
 def _types(jobs: list[Any]) -> dict[str, int]:
@@ -147,14 +148,141 @@ def test_a_rate_per_minute_and_a_concurrency_together(cqueue: Queue, clock: Cloc
     assert len(cqueue.claim("w", limit=100)) == 1
 
 
+def _keys_running(url: str) -> dict[str | None, int]:
+    (rows,) = query_all(
+        url,
+        ["SELECT concurrency_key, COUNT(*) FROM jobvisor_jobs WHERE status = 'running' GROUP BY 1"],
+    )
+    return {key: int(n) for key, n in rows}
+
+
+def _buckets(url: str) -> dict[str, float]:
+    (rows,) = query_all(url, ["SELECT concurrency_key, tokens FROM jobvisor_key_buckets"])
+    return {str(key): float(tokens) for key, tokens in rows}
+
+
+def test_a_key_rate_gives_each_key_a_bucket_and_leaves_unkeyed_jobs_alone(
+    cqueue: Queue, clock: Clock, url: str
+) -> None:
+    cqueue.set_limit(job_type="call", key_rate="3/s")
+    for tenant in ("t1", "t2"):
+        cqueue.enqueue_many([{"job_type": "call", "concurrency_key": tenant}] * 10)
+    cqueue.enqueue_many([{"job_type": "call"}] * 4)  # no key: no key bucket counts it
+    assert len(cqueue.claim("w", limit=100)) == 10
+    assert _keys_running(url) == {"t1": 3, "t2": 3, None: 4}  # a full bucket each
+    assert _buckets(url) == {"t1": 0.0, "t2": 0.0}  # made by the first take
+    assert cqueue.claim("w", limit=100) == []
+    clock.advance(0.5)
+    assert len(cqueue.claim("w", limit=100)) == 2  # 1.5 tokens each: one whole
+    clock.advance(3600)
+    assert len(cqueue.claim("w", limit=100)) == 6  # never more than one bucket each
+    assert_invariants(url)
+
+
+def test_a_key_rate_with_a_type_rate_and_a_key_concurrency(
+    cqueue: Queue, clock: Clock, url: str
+) -> None:
+    cqueue.set_limit(job_type="call", rate="5/s", key_rate="2/s", key_concurrency=1)
+    for tenant in ("t1", "t2", "t3", "t4"):
+        cqueue.enqueue_many([{"job_type": "call", "concurrency_key": tenant}] * 5)
+    jobs = cqueue.claim("w", limit=100)
+    assert _keys_running(url) == {"t1": 1, "t2": 1, "t3": 1, "t4": 1}  # key_concurrency
+    cqueue.complete_many(jobs)
+    jobs = cqueue.claim("w", limit=100)
+    assert len(jobs) == 1  # the type's bucket: 5 less 4
+    cqueue.complete_many(jobs)
+    assert cqueue.claim("w", limit=100) == []
+    clock.advance(0.4)  # the type: 2 tokens; each key: 1.8 (one) or 0.8 (none)
+    jobs = cqueue.claim("w", limit=100)
+    assert len(jobs) == 2
+    cqueue.complete_many(jobs)
+    clock.advance(3600)  # every bucket full: each key 2, the type 5
+    assert len(cqueue.claim("w", limit=100)) == 4  # key_concurrency again
+    assert_invariants(url)
+
+
+def _claim_keys(q: Queue, rounds: int) -> collections.Counter[str]:
+    """The concurrency keys (carried in the payloads) of `rounds` claims' jobs."""
+    started: collections.Counter[str] = collections.Counter()
+    for _ in range(rounds):
+        started.update(job.payload["key"] for job in q.claim("w", limit=10))
+    return started
+
+
+def test_one_keys_backlog_does_not_starve_the_other_keys(cqueue: Queue, clock: Clock) -> None:
+    cqueue.set_limit(job_type="call", key_rate="2/s")
+    # The busy key's jobs come first in claim order, far more than a window.
+    busy = {
+        "job_type": "call",
+        "concurrency_key": "busy",
+        "priority": 5,
+        "payload": {"key": "busy"},
+    }
+    cqueue.enqueue_many([busy] * 300)
+    for tenant in ("a", "b", "c"):
+        job = {"job_type": "call", "concurrency_key": tenant, "payload": {"key": tenant}}
+        cqueue.enqueue_many([job] * 3)
+    assert _claim_keys(cqueue, 3) == {"busy": 2, "a": 2, "b": 2, "c": 2}
+    clock.advance(1.0)
+    assert _claim_keys(cqueue, 3) == {"busy": 2, "a": 1, "b": 1, "c": 1}  # the others' rest
+
+
+def test_refilled_key_buckets_are_pruned_and_nothing_else(
+    cqueue: Queue, clock: Clock, url: str
+) -> None:
+    cqueue.set_limit(job_type="call", key_rate="4/s")
+    cqueue.enqueue_many([{"job_type": "call", "concurrency_key": "k1"}] * 4)
+    cqueue.enqueue_many([{"job_type": "call", "concurrency_key": "k2"}] * 1)
+    cqueue.claim("w", limit=100)
+    assert _buckets(url) == {"k1": 0.0, "k2": 3.0}
+    clock.advance(0.3)  # k2 full again (3 + 1.2), k1 not (1.2)
+    assert cqueue.prune_key_buckets() == 1
+    assert set(_buckets(url)) == {"k1"}
+    clock.advance(0.8)  # k1 full again too
+    assert cqueue.prune_key_buckets() == 1
+    assert _buckets(url) == {}
+    cqueue.enqueue_many([{"job_type": "call", "concurrency_key": "k1"}] * 9)
+    assert len(cqueue.claim("w", limit=100)) == 4  # a pruned key has a full bucket
+    cqueue.set_limit(job_type="call", concurrency=100)  # no key rate any more
+    assert cqueue.prune_key_buckets() == 1
+    assert len(cqueue.claim("w", limit=100)) == 5
+
+
+def test_a_limited_claim_that_fails_part_way_leaves_nothing_changed(queue: Queue, url: str) -> None:
+    """The limited claim's statements go together (one pipeline on
+    PostgreSQL): when the last fails, the claim and the group's take before
+    it are rolled back, and the next claim goes on as if it never ran."""
+    queue.set_limit(job_type="call", rate="5/s", key_rate="2/s")
+    queue.enqueue_many([{"job_type": "call", "concurrency_key": "k"}] * 3)
+    away = "ALTER TABLE jobvisor_key_buckets RENAME TO jobvisor_kb_away"
+    execute(url, away, away)
+    for _ in range(2):  # the same connection again: back in a clean state
+        with pytest.raises(jobvisor.JobvisorError, match="jobvisor_key_buckets"):
+            queue.claim("w", limit=10)
+    (statuses, tokens) = query_all(
+        url,
+        [
+            "SELECT status, COUNT(*) FROM jobvisor_jobs GROUP BY 1",
+            "SELECT tokens FROM jobvisor_limits",
+        ],
+    )
+    assert statuses == [("pending", 3)]
+    assert tokens == [(5.0,)]
+    back = "ALTER TABLE jobvisor_kb_away RENAME TO jobvisor_key_buckets"
+    execute(url, back, back)
+    assert len(queue.claim("w", limit=10)) == 2  # the key's bucket of two
+    assert_invariants(url)
+
+
 def test_set_limit_replaces_and_clear_limit_removes(queue: Queue) -> None:
     queue.set_limit(job_type="t", concurrency=3, rate="10/h")
     queue.set_limit(queue="q", concurrency=2)
-    queue.set_limit(job_type="t", key_concurrency=1)
+    queue.set_limit(job_type="t", key_concurrency=1, key_rate="30/m")
     assert queue.limits() == [
         Limit(LimitScope.QUEUE, "q", concurrency=2),
-        Limit(LimitScope.TYPE, "t", key_concurrency=1),
+        Limit(LimitScope.TYPE, "t", key_concurrency=1, key_rate="30/m"),
     ]
+    assert queue.limits()[1].describe() == "key=1 key_rate=30/m"
     assert queue.clear_limit(job_type="t") is True
     assert queue.clear_limit(job_type="t") is False
     assert queue.limits() == [Limit(LimitScope.QUEUE, "q", concurrency=2)]
@@ -180,8 +308,13 @@ def test_cleared_limits_let_the_waiting_jobs_run(queue: Queue) -> None:
         ({"job_type": "t", "rate": "5/d"}, "rate='5/d'"),
         ({"job_type": "t", "rate": "-5/s"}, "rate='-5/s'"),
         ({"job_type": "t", "rate": 5}, "rate=5"),
-        ({"job_type": "t"}, "expected concurrency, key_concurrency or rate"),
+        ({"job_type": "t"}, "expected concurrency, key_concurrency, rate or key_rate"),
         ({"queue": "q", "key_concurrency": 2}, "key_concurrency=2 for queue 'q'"),
+        ({"job_type": "t", "key_rate": "10"}, "key_rate='10'"),
+        ({"job_type": "t", "key_rate": "0/m"}, "key_rate='0/m'"),
+        ({"job_type": "t", "key_rate": True}, "key_rate=True"),
+        ({"job_type": "t", "rate": "5/s", "key_rate": "5/y"}, "key_rate='5/y'"),
+        ({"queue": "q", "key_rate": "5/s"}, "key_rate='5/s' for queue 'q'"),
         ({"concurrency": 2}, "expected exactly one of queue or job_type"),
         ({"queue": "q", "job_type": "t", "concurrency": 2}, "exactly one of queue or job_type"),
         ({"queue": "", "concurrency": 2}, "queue=''"),
@@ -216,16 +349,23 @@ def test_limits_sync_writes_the_code_and_keeps_the_operators(queue: Queue) -> No
     declared = [
         Limit(LimitScope.TYPE, "report", concurrency=3, source=LimitSource.CODE),
         Limit(LimitScope.TYPE, "sync", key_concurrency=1, rate="20/s", source=LimitSource.CODE),
+        Limit(LimitScope.TYPE, "tenant", key_rate="5/s", source=LimitSource.CODE),
     ]
-    handled = ["report", "sync", "by_hand", "plain"]
-    assert queue.limits_sync(declared, job_types=handled) == 2
+    handled = ["report", "sync", "tenant", "by_hand", "plain"]
+    assert queue.limits_sync(declared, job_types=handled) == 3
     assert queue.limits_sync(declared, job_types=handled) == 0  # nothing differs
     names = {lim.name: lim for lim in queue.limits()}
-    assert set(names) == {"by_hand", "other_app", "report", "sync"}
+    assert set(names) == {"by_hand", "other_app", "report", "sync", "tenant"}
     assert names["sync"].rate == "20/s"
+    assert names["tenant"].key_rate == "5/s"
+    changed = [
+        *declared[:2],
+        Limit(LimitScope.TYPE, "tenant", key_rate="6/s", source=LimitSource.CODE),
+    ]
+    assert queue.limits_sync(changed, job_types=handled) == 1  # a key rate differs
     assert names["report"].source is LimitSource.CODE
     # A declaration removed from the code is removed from the database.
-    assert queue.limits_sync(declared[:1], job_types=handled) == 1
+    assert queue.limits_sync(declared[:1], job_types=handled) == 2
     assert {lim.name for lim in queue.limits()} == {"by_hand", "other_app", "report"}
 
 

@@ -55,11 +55,11 @@ def test_jobs_filter_and_page_by_keyset(dashboard: Browser, queue: Queue) -> Non
     status, page = dashboard.get("/jobs?queue=mail&status=pending")
     assert status == 200
     assert page.count('name="ids"') == 50 and str(other) not in page
-    assert str(ids[-1]) in page  # newest first
+    assert str(ids[0]) in page and "Listed in the order they will run." in page
     match = re.search(r'href="(/jobs\?[^"]*cursor=[^"]+)" id="next-page"', page)
     assert match is not None
     _, second = dashboard.get(match.group(1).replace("&amp;", "&"))
-    assert second.count('name="ids"') == 10 and str(ids[0]) in second
+    assert second.count('name="ids"') == 10 and str(ids[-1]) in second
     assert 'id="next-page"' not in second
     _, by_type = dashboard.get("/jobs?job_type=bill")
     assert str(other) in by_type and str(ids[0]) not in by_type

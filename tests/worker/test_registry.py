@@ -168,9 +168,13 @@ def test_a_handler_declares_its_fleet_wide_limits() -> None:
     @registry.handler("plain")
     async def plain(job: JobContext) -> None: ...
 
+    @registry.handler("tenant", key_rate="5/s")
+    async def tenant(job: JobContext) -> None: ...
+
     assert registry.limits == [
         Limit(LimitScope.TYPE, "report", concurrency=3, source=LimitSource.CODE),
         Limit(LimitScope.TYPE, "sync", key_concurrency=1, rate="20/s", source=LimitSource.CODE),
+        Limit(LimitScope.TYPE, "tenant", key_rate="5/s", source=LimitSource.CODE),
     ]
 
 
@@ -181,6 +185,8 @@ def test_a_handler_declares_its_fleet_wide_limits() -> None:
         ({"key_concurrency": -1}, "key_concurrency=-1"),
         ({"rate": "20 per second"}, "rate='20 per second': expected a rate such as"),
         ({"rate": "20/d"}, "rate='20/d'"),
+        ({"key_rate": "5"}, "handler for 't': key_rate='5': expected a rate such as"),
+        ({"rate": "5/s", "key_rate": 5}, "key_rate=5"),
     ],
 )
 def test_a_bad_declared_limit_is_refused_at_registration(

@@ -277,3 +277,32 @@ def test_a_database_that_refuses_the_worker_exits_78(pg_url: str) -> None:
     )  # fmt: skip
     assert refused.returncode == 78
     assert 'database \\"jv_no_such_database\\" does not exist' in refused.stderr
+
+
+@pytest.mark.parametrize(
+    ("app", "at_once"),
+    [
+        # Every handler async: 200 jobs at once.
+        ("tests.worker.async_app:registry", 200),
+        # One plain function (threads): 20.
+        ("tests.worker.async_app:threaded", 20),
+    ],
+)
+def test_the_default_concurrency_follows_the_handlers(
+    url: str, queue: Queue, tmp_path: Path, app: str, at_once: int
+) -> None:
+    jobs = at_once + 30
+    release = tmp_path / "release"
+    queue.enqueue_many([{"job_type": "hold", "payload": {"release": str(release)}}] * jobs)
+    with WorkerProcess(url, app=app) as worker:
+        started = worker.wait_log("worker.started")
+        assert started["concurrency"] == at_once
+        wait_until(
+            lambda: queue.summary().count(JobStatus.RUNNING) == at_once,
+            f"{at_once} jobs running at once",
+        )
+        release.touch()
+        worker.send(signal.SIGTERM)
+        assert worker.wait_exit() == 0
+    assert queue.summary().count(JobStatus.RUNNING) == 0
+    assert_invariants(url)

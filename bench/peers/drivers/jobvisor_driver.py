@@ -32,11 +32,13 @@ def service(args: object, dsn: str, extra_env: dict[str, str]) -> common.Workers
         "JOBVISOR_DATABASE_URL": dsn,
         "JOBVISOR_APP": "jobvisor_app:registry",
         "JOBVISOR_WORKERS": str(a.workers),  # type: ignore[attr-defined]
-        "JOBVISOR_CONCURRENCY": str(a.concurrency),  # type: ignore[attr-defined]
         "JOBVISOR_HTTP_ADDR": "",
         "JOBVISOR_LOG_LEVEL": "warning",
         **extra_env,
     }
+    # --concurrency 0: the service's own default (JOBVISOR_CONCURRENCY unset).
+    if a.concurrency:  # type: ignore[attr-defined]
+        env["JOBVISOR_CONCURRENCY"] = str(a.concurrency)  # type: ignore[attr-defined]
     return common.Workers([[jobvisor_bin(), "run"]], env=env,
                           log_dir=a.log_dir, name="jobvisor")  # type: ignore[attr-defined]  # fmt: skip
 

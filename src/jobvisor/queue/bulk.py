@@ -14,7 +14,6 @@ one `enqueue` raises.
 from __future__ import annotations
 
 import dataclasses
-import os
 import uuid
 from collections.abc import Iterable, Mapping
 from typing import Any
@@ -209,9 +208,12 @@ def _identify(rows: list[list[Any]], ids: list[uuid.UUID], d: Dialect, queues: s
 
 
 def _correlate(rows: list[list[Any]], required: bool) -> None:
-    """The context's correlation id for every row without one; else a new
-    one each (one draw of randomness for all), or `MissingCorrelationId`."""
+    """The context's correlation id for every row without one, or
+    `MissingCorrelationId`; with neither, the rows keep NULL (each reads
+    its own id as its correlation id)."""
     context = current_correlation_id()
+    if context is None and not required:
+        return
     missing = [row for row in rows if row[CORRELATION_ID] is None]
     if not missing:
         return
@@ -219,11 +221,7 @@ def _correlate(rows: list[list[Any]], required: bool) -> None:
         for row in missing:
             row[CORRELATION_ID] = context
         return
-    if required:
-        raise MissingCorrelationId(
-            f"enqueue of {missing[0][JOB_TYPE]!r}: this queue requires a correlation id and "
-            "none was given or set in the context"
-        )
-    fresh = os.urandom(16 * len(missing)).hex()
-    for i, row in enumerate(missing):
-        row[CORRELATION_ID] = fresh[32 * i : 32 * i + 32]
+    raise MissingCorrelationId(
+        f"enqueue of {missing[0][JOB_TYPE]!r}: this queue requires a correlation id and "
+        "none was given or set in the context"
+    )

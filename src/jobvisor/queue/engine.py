@@ -94,7 +94,22 @@ class Script:
 COMMIT = Stmt(fetch="commit")
 BEGIN = Stmt(fetch="begin")
 
-Step: TypeAlias = Stmt | Script
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Batch:
+    """Statements whose parameters are all known before the first runs, sent
+    together: the step's result is the list of their results, in order.
+
+    On PostgreSQL they go in one pipeline, one round trip however many there
+    are (a transaction begun in a batch and committed in it holds its locks
+    for the server's work only, never for a round trip); elsewhere they run
+    one by one. Every statement of a batch whose `now` is None gets the same
+    reading of the clock, taken when the batch is sent."""
+
+    stmts: tuple[Stmt, ...]
+
+
+Step: TypeAlias = Stmt | Script | Batch
 Steps = Generator[Step, Any, T]
 
 
@@ -148,6 +163,8 @@ class SqlSet(Protocol):
     LIMIT_LOCK: LiteralString
     JOB_CLAIM_LIMITED: LiteralString
     LIMIT_TAKE_TOKENS: LiteralString
+    KEY_BUCKET_TAKE: LiteralString
+    KEY_BUCKET_PRUNE: LiteralString
     LIMIT_TABLE_LOCK: LiteralString
     LIMIT_SET: LiteralString
     LIMIT_CLEAR: LiteralString
@@ -190,10 +207,13 @@ class SqlSet(Protocol):
     SCHEDULE_ADVANCE: LiteralString
     DB_OLDEST_XMIN: LiteralString
     JOB_PAGE_NEWEST: LiteralString
-    JOB_PAGE_NEWEST_OF_STATUS: LiteralString
+    JOB_PAGE_FINISHED: LiteralString
+    JOB_PAGE_RUNNING: LiteralString
     JOB_PAGE_OF_CORRELATION: LiteralString
     JOB_PAGE_DUE: LiteralString
-    JOB_COUNT_CAPPED: LiteralString
+    JOB_COUNT_WAITING_CAPPED: LiteralString
+    JOB_COUNT_RUNNING_CAPPED: LiteralString
+    JOB_COUNT_FINISHED_CAPPED: LiteralString
     JOB_COUNT_SAMPLED: LiteralString
     JOB_ROWS_ESTIMATE: LiteralString
     JOB_OLDEST_DUE_OF_QUEUES: LiteralString
@@ -259,10 +279,6 @@ class Dialect(Protocol):
         ...
 
     def id_out(self, value: Any) -> uuid.UUID: ...
-
-    def taken(self, counts: Sequence[tuple[str, str, int]], now: Any) -> dict[str, Any]:
-        """(kind, name, count) of the jobs a claim started, as LIMIT_TAKE_TOKENS takes them."""
-        ...
 
     def meta(self, value: dict[str, Any] | None) -> str | None: ...
 
@@ -338,14 +354,6 @@ class PostgresDialect:
     def id_out(self, value: Any) -> uuid.UUID:
         return value  # type: ignore[no-any-return]
 
-    def taken(self, counts: Sequence[tuple[str, str, int]], now: Any) -> dict[str, Any]:
-        return {
-            "kinds": [c[0] for c in counts],
-            "names": [c[1] for c in counts],
-            "counts": [c[2] for c in counts],
-            "now": now,
-        }
-
     def meta(self, value: dict[str, Any] | None) -> str | None:
         return _meta_json(value)
 
@@ -367,7 +375,7 @@ class PostgresDialect:
             row[7],
             row[8],
             row[9],
-            row[10],
+            row[10] or row[0].hex,  # NULL: the job's own id (correlation.own_correlation_id)
             row[11],
             row[12],
             row[13],
@@ -453,9 +461,6 @@ class SqliteDialect:
     def id_out(self, value: Any) -> uuid.UUID:
         return uuid.UUID(value)
 
-    def taken(self, counts: Sequence[tuple[str, str, int]], now: Any) -> dict[str, Any]:
-        return {"taken": json.dumps([list(c) for c in counts]), "now": now}
-
     def meta(self, value: dict[str, Any] | None) -> str | None:
         return _meta_json(value)
 
@@ -463,8 +468,9 @@ class SqliteDialect:
         return when + seconds
 
     def job(self, row: Sequence[Any]) -> Job:
+        job_id = uuid.UUID(row[0])
         return Job(
-            uuid.UUID(row[0]),
+            job_id,
             row[1],
             row[2],
             json.loads(row[3]),
@@ -474,7 +480,7 @@ class SqliteDialect:
             row[7],
             row[8],
             row[9],
-            row[10],
+            row[10] or job_id.hex,  # NULL: the job's own id
             row[11],
             _from_epoch(row[12]),
             uuid.UUID(hex=row[13]) if row[13] else None,
@@ -762,7 +768,9 @@ class _PgStep:
     fetch: Fetch | None = None
 
 
-def _pg_step(step: Step, *, opening: LiteralString | None, clock: DatabaseClock) -> _PgStep:
+def _pg_step(
+    step: Stmt | Script, *, opening: LiteralString | None, clock: DatabaseClock
+) -> _PgStep:
     """The one dispatch of a step on PostgreSQL. `opening`: the plan runs in
     a transaction of our own on an autocommit connection, begun with that
     statement, so a `commit` step opens the next one with it (behind
@@ -802,9 +810,92 @@ def _copy_types(cur: Any, copy: Any, types: Sequence[str]) -> None:
         copy.set_types(types)
 
 
+def _at_one_time(batch: Batch, now: Any) -> list[Stmt]:
+    """A batch's statements, each `now` left None set to `now`."""
+    return [dataclasses.replace(st, params=with_time(st.params, lambda: now)) for st in batch.stmts]
+
+
+def _pipelined(stmts: Sequence[Stmt]) -> bool:
+    """Whether a batch can go in a pipeline: statements with parameters, and
+    plain BEGIN and COMMIT (a batch in a plan's own transaction, or behind
+    PgBouncer, runs one by one)."""
+    return all(st.fetch in ("all", "one", "rowcount", "begin", "commit") for st in stmts)
+
+
+def _pipeline_query(st: Stmt) -> Query:
+    if st.fetch == "begin":
+        return "BEGIN"
+    if st.fetch == "commit":
+        return "COMMIT"
+    return st.sql
+
+
+def _pipeline_result(st: Stmt, cur: Any) -> Any:
+    if st.fetch == "all":
+        return cur.fetchall()
+    if st.fetch == "one":
+        return cur.fetchone()
+    if st.fetch == "rowcount":
+        return cur.rowcount
+    return None
+
+
+def _pg_batch(
+    cur: Any, batch: Batch, *, clock: DatabaseClock, opening: LiteralString | None, pipeline: bool
+) -> list[Any]:
+    stmts = _at_one_time(batch, clock.now())
+    if not (pipeline and opening is None and _pipelined(stmts)):
+        return [_pg_execute(cur, st, clock=clock, opening=opening) for st in stmts]
+    conn = cur.connection
+    cursors = [conn.cursor() for _ in stmts]
+    try:
+        with conn.pipeline():
+            for st, c in zip(stmts, cursors, strict=True):
+                c.execute(_pipeline_query(st), st.params)
+        return [_pipeline_result(st, c) for st, c in zip(stmts, cursors, strict=True)]
+    finally:
+        for c in cursors:
+            c.close()
+
+
+async def _pg_batch_async(
+    cur: Any, batch: Batch, *, clock: DatabaseClock, opening: LiteralString | None
+) -> list[Any]:
+    stmts = _at_one_time(batch, clock.now())
+    if not (opening is None and _pipelined(stmts)):
+        return [await _pg_execute_async(cur, st, clock=clock, opening=opening) for st in stmts]
+    conn = cur.connection
+    cursors = [conn.cursor() for _ in stmts]
+    try:
+        async with conn.pipeline():
+            for st, c in zip(stmts, cursors, strict=True):
+                await c.execute(_pipeline_query(st), st.params)
+        results = []
+        for st, c in zip(stmts, cursors, strict=True):
+            if st.fetch == "all":
+                results.append(await c.fetchall())
+            elif st.fetch == "one":
+                results.append(await c.fetchone())
+            else:
+                results.append(_pipeline_result(st, c))
+        return results
+    finally:
+        for c in cursors:
+            await c.close()
+
+
 def _pg_execute(
-    cur: Any, step: Step, *, clock: DatabaseClock, opening: LiteralString | None = None
+    cur: Any,
+    step: Step,
+    *,
+    clock: DatabaseClock,
+    opening: LiteralString | None = None,
+    pipeline: bool = False,
 ) -> Any:
+    """Run one step on `cur`. `pipeline`: the cursor's connection is the
+    runner's own, in autocommit, where a batch may go in a pipeline."""
+    if isinstance(step, Batch):
+        return _pg_batch(cur, step, clock=clock, opening=opening, pipeline=pipeline)
     s = _pg_step(step, opening=opening, clock=clock)
     if s.commit:
         cur.connection.commit()
@@ -827,8 +918,18 @@ def _pg_execute(
 
 
 async def _pg_execute_async(
-    cur: Any, step: Step, *, clock: DatabaseClock, opening: LiteralString | None = None
+    cur: Any,
+    step: Step,
+    *,
+    clock: DatabaseClock,
+    opening: LiteralString | None = None,
+    pipeline: bool = False,
 ) -> Any:
+    if isinstance(step, Batch):
+        if not pipeline:
+            stmts = _at_one_time(step, clock.now())
+            return [await _pg_execute_async(cur, st, clock=clock, opening=opening) for st in stmts]
+        return await _pg_batch_async(cur, step, clock=clock, opening=opening)
     s = _pg_step(step, opening=opening, clock=clock)
     if s.commit:
         await cur.connection.commit()
@@ -974,7 +1075,8 @@ class PostgresRunner:
                 if opening is not None:
                     cur.execute(opening)
                 return drive(
-                    plan.steps, lambda s: _pg_execute(cur, s, clock=clock, opening=opening)
+                    plan.steps,
+                    lambda s: _pg_execute(cur, s, clock=clock, opening=opening, pipeline=True),
                 )
         except PoolTimeout as exc:
             raise self.connecting.unavailable(exc) from exc
@@ -1054,18 +1156,21 @@ class AsyncPostgresRunner:
         try:
             if plan.conn is not None:
                 async with plan.conn.cursor() as cur:
-                    return await self._drive(cur, plan.steps)
+                    return await self._drive(cur, plan.steps, pipeline=False)
             await self._first_connection()
             opening = self.session.opening(plan)
             async with self.pool.connection() as conn, conn.cursor() as cur:
-                return await self._drive(cur, plan.steps, opening=opening)
+                return await self._drive(cur, plan.steps, opening=opening, pipeline=True)
         except PoolTimeout as exc:
             raise self.connecting.unavailable(exc) from exc
         except psycopg.Error as exc:
             raise wrap_postgres(exc) from exc
 
-    async def _drive(self, cur: Any, steps: Steps[T], *, opening: LiteralString | None = None) -> T:
-        """Run `steps` on `cur`, in a transaction begun by `opening` when one is given."""
+    async def _drive(
+        self, cur: Any, steps: Steps[T], *, opening: LiteralString | None = None, pipeline: bool
+    ) -> T:
+        """Run `steps` on `cur`, in a transaction begun by `opening` when one is
+        given; `pipeline`: `cur` is on a connection of the pool."""
         clock = self.clock
         if clock.due():
             await clock.read_async(cur)
@@ -1075,7 +1180,7 @@ class AsyncPostgresRunner:
         try:
             while True:
                 result = await _pg_execute_async(
-                    cur, steps.send(result), clock=clock, opening=opening
+                    cur, steps.send(result), clock=clock, opening=opening, pipeline=pipeline
                 )
         except StopIteration as stop:
             return stop.value  # type: ignore[no-any-return]
@@ -1119,6 +1224,8 @@ def _only_comments(text: str) -> bool:
 
 
 def _sqlite_execute(conn: sqlite3.Connection, step: Step, *, own: bool) -> Any:
+    if isinstance(step, Batch):
+        return [_sqlite_execute(conn, st, own=own) for st in _at_one_time(step, _local_time())]
     if isinstance(step, Script):
         for statement in split_script(step.text):
             conn.execute(statement)
@@ -1371,6 +1478,10 @@ class BorrowedRunner:
 
 def _lendable(step: Step) -> Step:
     """`step`, unless it would commit or migrate on a borrowed connection."""
+    if isinstance(step, Batch):
+        for st in step.stmts:
+            _lendable(st)
+        return step
     if isinstance(step, Script) or step.fetch in ("commit", "begin"):
         raise InvalidArgument(
             "this operation manages its own transactions or migrates: run it on a queue "

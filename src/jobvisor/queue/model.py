@@ -554,7 +554,9 @@ class Limit:
     `concurrency`: at most this many running jobs of the group across every
     host; `key_concurrency` (job types only): at most this many per
     `concurrency_key`; `rate`: at most this many starts per second, minute or
-    hour ("100/s"), from a token bucket of that many tokens. None: no such limit."""
+    hour ("100/s"), from a token bucket of that many tokens; `key_rate` (job
+    types only): such a rate for each `concurrency_key`, a bucket per key.
+    None: no such limit."""
 
     scope: LimitScope
     name: str
@@ -562,6 +564,7 @@ class Limit:
     key_concurrency: int | None = None
     rate: str | None = None
     source: LimitSource = LimitSource.OPERATOR
+    key_rate: str | None = None
 
     def describe(self) -> str:
         """The limits in one short phrase: "concurrency=3 key=1 rate=20/s"."""
@@ -571,6 +574,7 @@ class Limit:
                 ("concurrency", self.concurrency),
                 ("key", self.key_concurrency),
                 ("rate", self.rate),
+                ("key_rate", self.key_rate),
             )
             if value is not None
         ]

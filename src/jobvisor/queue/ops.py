@@ -25,8 +25,8 @@ from typing import Any, LiteralString
 from .. import tracing
 from ..backoff import backoff
 from . import bulk, validate
-from .correlation import current_correlation_id, new_correlation_id
-from .engine import BEGIN, COMMIT, Dialect, Plan, Script, Steps, Stmt
+from .correlation import current_correlation_id
+from .engine import BEGIN, COMMIT, Batch, Dialect, Plan, Script, Steps, Stmt
 from .errors import InvalidArgument, JobNotFound, LeaseLost, MissingCorrelationId
 from .model import (
     DEFAULT_MAX_ATTEMPTS,
@@ -271,6 +271,9 @@ def _sized(ctx: Ctx, job: NewJob) -> NewJob:
 
 
 def _with_correlation(ctx: Ctx, job: NewJob) -> NewJob:
+    """The context's correlation id for a job without one. With none either,
+    the job's is stored NULL and reads as its own id (`own_correlation_id`):
+    the correlation index then holds only the ids that were given."""
     if job.correlation_id is not None:
         return job
     correlation_id = current_correlation_id()
@@ -280,7 +283,7 @@ def _with_correlation(ctx: Ctx, job: NewJob) -> NewJob:
                 f"enqueue of {job.job_type!r}: this queue requires a correlation id and "
                 "none was given or set in the context"
             )
-        correlation_id = new_correlation_id()
+        return job
     return dataclasses.replace(job, correlation_id=correlation_id)
 
 
@@ -691,31 +694,28 @@ def _claim_limited(ctx: Ctx, params: dict[str, Any], room: int, key: Any) -> Ste
     lock the groups the claim could take jobs of (PostgreSQL: an advisory
     lock per group, so claims of other groups and unlimited claims never wait
     on it; SQLite: the write lock already held), claim within every group's
-    room, and take the started jobs from the groups' token buckets."""
+    and key's room, and take the started jobs from the groups' and keys'
+    token buckets. Every statement's parameters are known before the first
+    runs, so on PostgreSQL the transaction is one round trip, and a group's
+    lock is held only while the server works."""
     d = ctx.dialect
-    yield BEGIN
-    groups = yield Stmt(d.sql.LIMIT_LOCK, params, fetch="all")
-    ctx.limits_seen.saw(key, bool(groups))
-    jobs: list[Job] = []
-    if groups:
-        window = max(CLAIM_WINDOW_MIN, room * CLAIM_WINDOW_FACTOR)
-        rows = yield Stmt(
-            d.sql.JOB_CLAIM_LIMITED, {**params, "limit": room, "window": window}, fetch="all"
+    window = max(CLAIM_WINDOW_MIN, room * CLAIM_WINDOW_FACTOR)
+    claim_params = {**params, "limit": room, "window": window}
+    taking = {k: params[k] for k in ("now", "lease", "token")}
+    groups, rows, _, _ = (
+        yield Batch(
+            (
+                BEGIN,
+                Stmt(d.sql.LIMIT_LOCK, params, fetch="all"),
+                Stmt(d.sql.JOB_CLAIM_LIMITED, claim_params, fetch="all"),
+                Stmt(d.sql.LIMIT_TAKE_TOKENS, taking),
+                Stmt(d.sql.KEY_BUCKET_TAKE, taking),
+                COMMIT,
+            )
         )
-        jobs = [d.job(r) for r in rows]
-        if jobs and any(group[2] for group in groups):  # a bucket to take from
-            yield Stmt(d.sql.LIMIT_TAKE_TOKENS, d.taken(_started(jobs), ctx.now()))
-    yield COMMIT
-    return jobs
-
-
-def _started(jobs: Sequence[Job]) -> list[tuple[str, str, int]]:
-    """(kind, name, count) of the jobs a claim started, per type and per queue."""
-    counts: dict[tuple[str, str], int] = {}
-    for job in jobs:
-        for group in ((LimitScope.TYPE.value, job.job_type), (LimitScope.QUEUE.value, job.queue)):
-            counts[group] = counts.get(group, 0) + 1
-    return [(kind, name, n) for (kind, name), n in sorted(counts.items())]
+    )[1:5]
+    ctx.limits_seen.saw(key, bool(groups))
+    return [d.job(r) for r in rows]
 
 
 def _lease(ctx: Ctx, lease: float | dt.timedelta | None) -> float:
@@ -1558,15 +1558,17 @@ def limit_row(limit: Limit, now: Any) -> dict[str, Any]:
     concurrency = validate.fleet_limit("concurrency", limit.concurrency)
     key_concurrency = validate.fleet_limit("key_concurrency", limit.key_concurrency)
     rate = validate.rate("rate", limit.rate)
-    if key_concurrency is not None and limit.scope is not LimitScope.TYPE:
+    key_rate = validate.rate("key_rate", limit.key_rate)
+    for label, value in (("key_concurrency", key_concurrency), ("key_rate", limit.key_rate)):
+        if value is not None and limit.scope is not LimitScope.TYPE:
+            raise InvalidArgument(
+                f"{label}={value!r} for queue {limit.name!r}: expected it on a job type "
+                "only (a concurrency_key belongs to a job of a type)"
+            )
+    if concurrency is None and key_concurrency is None and rate is None and key_rate is None:
         raise InvalidArgument(
-            f"key_concurrency={key_concurrency!r} for queue {limit.name!r}: "
-            "expected it on a job type only"
-        )
-    if concurrency is None and key_concurrency is None and rate is None:
-        raise InvalidArgument(
-            f"{limit.scope.value} {limit.name!r}: expected concurrency, key_concurrency or "
-            "rate (clear_limit removes a limit)"
+            f"{limit.scope.value} {limit.name!r}: expected concurrency, key_concurrency, "
+            "rate or key_rate (clear_limit removes a limit)"
         )
     return {
         "kind": limit.scope.value,
@@ -1575,6 +1577,8 @@ def limit_row(limit: Limit, now: Any) -> dict[str, Any]:
         "key_concurrency": key_concurrency,
         "rate_count": None if rate is None else rate[0],
         "rate_period": None if rate is None else rate[1],
+        "key_rate_count": None if key_rate is None else key_rate[0],
+        "key_rate_period": None if key_rate is None else key_rate[1],
         "source": limit.source.value,
         "now": now,
     }
@@ -1618,17 +1622,22 @@ def set_limit(
     concurrency: int | None = None,
     rate: str | None = None,
     key_concurrency: int | None = None,
+    key_rate: str | None = None,
 ) -> Plan[None]:
     """Limit one queue or one job type across every host: at most
     `concurrency` running jobs, at most `rate` starts ("100/s", "5/m",
     "1000/h"; a bucket of that many tokens), and for a job type at most
-    `key_concurrency` running jobs per `concurrency_key`. The values replace
+    `key_concurrency` running jobs and at most `key_rate` starts per
+    `concurrency_key` (a bucket per key; a job without a key counts toward
+    neither). The values replace
     the group's limits (one not given is no limit); at least one is needed
     (`clear_limit` removes them all). From the commit on no claim on any host
     goes past them; jobs already running finish. A type's limits declared in
     its handler are written again at each worker's boot, replacing these."""
     scope, name = _scope(queue, job_type)
-    limit = Limit(scope, name, concurrency, key_concurrency, rate, LimitSource.OPERATOR)
+    limit = Limit(
+        scope, name, concurrency, key_concurrency, rate, LimitSource.OPERATOR, key_rate=key_rate
+    )
     row = limit_row(limit, ctx.now())
     return Plan(_limits_write(ctx, [row], []))
 
@@ -1650,10 +1659,35 @@ def clear_limit(ctx: Ctx, *, queue: str | None = None, job_type: str | None = No
     return Plan(steps())
 
 
+def prune_key_buckets(ctx: Ctx) -> Plan[int]:
+    """Delete the key buckets that have refilled since their last take (a
+    key without a row has a full bucket, so nothing changes for any claim)
+    and those of types that no longer have a key rate; returns how many.
+    The maintenance leader runs it with the cleaner, so the table holds the
+    keys in use, not every key ever seen."""
+    sql = ctx.dialect.sql.KEY_BUCKET_PRUNE
+    params = {"now": ctx.now()}
+
+    def steps() -> Steps[int]:
+        count: int = yield Stmt(sql, params)
+        return count
+
+    return Plan(steps(), transaction=False)
+
+
 def limit_from_row(row: Sequence[Any]) -> Limit:
     """A `Limit` from a row of LIMIT_LIST."""
     rate = None if row[4] is None else validate.rate_text(int(row[4]), float(row[5]))
-    return Limit(LimitScope(row[0]), row[1], row[2], row[3], rate, LimitSource(row[6]))
+    key_rate = None if row[7] is None else validate.rate_text(int(row[7]), float(row[8]))
+    return Limit(
+        LimitScope(row[0]),
+        row[1],
+        row[2],
+        row[3],
+        rate,
+        LimitSource(row[6]),
+        key_rate=key_rate,
+    )
 
 
 def limits(ctx: Ctx) -> Plan[list[Limit]]:
@@ -1699,15 +1733,20 @@ def limits_sync(ctx: Ctx, declared: Sequence[Limit], *, job_types: Sequence[str]
 
 
 def _differs(current: Limit, row: dict[str, Any]) -> bool:
-    rate = (
-        None
-        if row["rate_count"] is None
-        else validate.rate_text(row["rate_count"], row["rate_period"])
-    )
-    return (current.concurrency, current.key_concurrency, current.rate, current.source.value) != (
+    def text(count: int | None, period: float) -> str | None:
+        return None if count is None else validate.rate_text(count, period)
+
+    return (
+        current.concurrency,
+        current.key_concurrency,
+        current.rate,
+        current.key_rate,
+        current.source.value,
+    ) != (
         row["concurrency"],
         row["key_concurrency"],
-        rate,
+        text(row["rate_count"], row["rate_period"]),
+        text(row["key_rate_count"], row["key_rate_period"]),
         row["source"],
     )
 

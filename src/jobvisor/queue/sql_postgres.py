@@ -248,28 +248,38 @@ JOB_CLAIM_LIMITED: Final[LiteralString] = (
     # Under LIMIT_LOCK: claim up to `limit` due jobs of limited groups in
     # priority order, never more per group than its concurrency left (its
     # limit less its running jobs), its bucket's whole tokens, and per
-    # concurrency key its key_concurrency left (its time, `now`, is taken when
-    # the lock was granted, not at the transaction's start; `token` is the
-    # claim's own). Saturated groups and
+    # concurrency key its key_concurrency left and its key bucket's whole
+    # tokens (a key without a bucket row has a full one). `now` is the one of
+    # the whole limited claim (LIMIT_TAKE_TOKENS matches its jobs by it);
+    # `token` is the claim's own. Saturated groups and
     # keys are skipped before the `window` of candidates is taken; within it a job
     # passes only if it ranks within the room of every group it belongs to.
     "WITH lim AS MATERIALIZED ("
-    " SELECT kind, name, concurrency, key_concurrency, CASE WHEN rate_count IS NOT NULL"
+    " SELECT kind, name, concurrency, key_concurrency, key_rate_count, key_rate_period,"
+    "   CASE WHEN rate_count IS NOT NULL"
     "   THEN floor(least(rate_count::float8, coalesce(tokens, rate_count) + greatest(0,"
     "   extract(epoch FROM %(now)s::timestamptz"
     "     - coalesce(refilled_at, %(now)s::timestamptz)))"
     "   * rate_count / rate_period) + 0.000001) END AS tokens FROM jobvisor_limits),"
     " run AS MATERIALIZED (SELECT queue, job_type, concurrency_key FROM jobvisor_jobs"
     "   WHERE status = 'running'),"
-    " room AS MATERIALIZED (SELECT l.kind, l.name, l.key_concurrency,"
+    " room AS MATERIALIZED (SELECT l.kind, l.name, l.key_concurrency, l.key_rate_count,"
     "   least(coalesce(l.concurrency - (SELECT count(*) FROM run AS r"
     "     WHERE CASE WHEN l.kind = 'type' THEN r.job_type ELSE r.queue END = l.name),"
     "     2147483647), coalesce(l.tokens, 2147483647)) AS room FROM lim AS l),"
     " keys AS MATERIALIZED (SELECT job_type, concurrency_key, count(*) AS n FROM run"
     "   WHERE concurrency_key IS NOT NULL GROUP BY job_type, concurrency_key),"
+    # The key buckets in use, refilled to now, in whole tokens.
+    " kb AS MATERIALIZED (SELECT b.job_type, b.concurrency_key,"
+    "   floor(least(l.key_rate_count::float8, b.tokens + greatest(0,"
+    "   extract(epoch FROM %(now)s::timestamptz - b.refilled_at))"
+    "   * l.key_rate_count / l.key_rate_period) + 0.000001) AS tokens"
+    "   FROM jobvisor_key_buckets AS b JOIN lim AS l ON l.kind = 'type'"
+    "   AND l.name = b.job_type AND l.key_rate_count IS NOT NULL),"
     " full_keys AS MATERIALIZED (SELECT k.job_type, k.concurrency_key FROM keys AS k"
     "   JOIN room AS t ON t.kind = 'type' AND t.name = k.job_type"
-    "   WHERE k.n >= t.key_concurrency),"
+    "   WHERE k.n >= t.key_concurrency"
+    "   UNION SELECT job_type, concurrency_key FROM kb WHERE tokens < 1),"
     " picks AS (SELECT j.id, j.queue, j.job_type, j.concurrency_key, j.priority, j.run_at"
     "   FROM jobvisor_jobs AS j"
     "   WHERE j.status IN ('pending', 'retryable')"
@@ -287,11 +297,14 @@ JOB_CLAIM_LIMITED: Final[LiteralString] = (
     "   AND (j.concurrency_key IS NULL"
     "     OR (j.job_type, j.concurrency_key) NOT IN (SELECT * FROM full_keys))"
     "   ORDER BY j.priority DESC, j.run_at, j.id LIMIT %(window)s FOR UPDATE OF j SKIP LOCKED),"
+    # A key's room: the least of its key_concurrency left and its whole tokens.
     " cand AS (SELECT c.*, t.room AS troom, q.room AS qroom,"
-    "   t.key_concurrency - coalesce(k.n, 0) AS kroom FROM picks AS c"
+    "   least(t.key_concurrency - coalesce(k.n, 0), CASE WHEN t.key_rate_count IS NOT NULL"
+    "     THEN coalesce(b.tokens, t.key_rate_count) END) AS kroom FROM picks AS c"
     "   LEFT JOIN room AS t ON t.kind = 'type' AND t.name = c.job_type"
     "   LEFT JOIN room AS q ON q.kind = 'queue' AND q.name = c.queue"
-    "   LEFT JOIN keys AS k ON k.job_type = c.job_type AND k.concurrency_key = c.concurrency_key),"
+    "   LEFT JOIN keys AS k ON k.job_type = c.job_type AND k.concurrency_key = c.concurrency_key"
+    "   LEFT JOIN kb AS b ON b.job_type = c.job_type AND b.concurrency_key = c.concurrency_key),"
     # Each limit ranks only the candidates the limits before it let pass:
     # per key, then per type, then per queue.
     " by_key AS (SELECT id, queue, job_type, priority, run_at, troom, qroom FROM ("
@@ -319,16 +332,52 @@ JOB_CLAIM_LIMITED: Final[LiteralString] = (
 )
 
 LIMIT_TAKE_TOKENS: Final[LiteralString] = (
-    # Under LIMIT_LOCK: refill the buckets of these groups to now and take
-    # what the claim started from each.
+    # Under LIMIT_LOCK, after JOB_CLAIM_LIMITED with the same `now`, `lease`
+    # and `token`: refill the buckets of the groups it started jobs of to now
+    # and take those jobs from them (found by their lease's end, an index
+    # lookup, and the claim's token).
     "UPDATE jobvisor_limits AS l SET tokens = least(l.rate_count::float8,"
     "   coalesce(l.tokens, l.rate_count) + greatest(0, extract(epoch FROM"
     "   %(now)s::timestamptz - coalesce(l.refilled_at,"
     "   %(now)s::timestamptz)))"
     "   * l.rate_count / l.rate_period) - c.n,"
     " refilled_at = greatest(l.refilled_at, %(now)s::timestamptz)"
-    " FROM unnest(%(kinds)s::text[], %(names)s::text[], %(counts)s::int[]) AS c(kind, name, n)"
+    " FROM (SELECT g.kind, g.name, count(*) AS n FROM jobvisor_jobs AS j,"
+    "   LATERAL (VALUES ('type', j.job_type), ('queue', j.queue)) AS g(kind, name)"
+    "   WHERE j.status = 'running' AND j.lease_expires_at = %(now)s::timestamptz"
+    "     + %(lease)s::float8 * interval '1 second' AND j.claim_token = %(token)s::uuid"
+    "   GROUP BY g.kind, g.name) AS c"
     " WHERE l.kind = c.kind AND l.name = c.name AND l.rate_count IS NOT NULL"
+)
+
+KEY_BUCKET_TAKE: Final[LiteralString] = (
+    # Under LIMIT_LOCK, after LIMIT_TAKE_TOKENS: take the claim's jobs from
+    # their keys' buckets, refilled to now; a key's first take makes its row
+    # (the bucket was full). The limit's size and period come from its row.
+    "INSERT INTO jobvisor_key_buckets AS b (job_type, concurrency_key, tokens, refilled_at)"
+    " SELECT j.job_type, j.concurrency_key, min(l.key_rate_count) - count(*),"
+    "   %(now)s::timestamptz"
+    " FROM jobvisor_jobs AS j JOIN jobvisor_limits AS l ON l.kind = 'type'"
+    "   AND l.name = j.job_type AND l.key_rate_count IS NOT NULL"
+    " WHERE j.status = 'running' AND j.lease_expires_at = %(now)s::timestamptz"
+    "   + %(lease)s::float8 * interval '1 second' AND j.claim_token = %(token)s::uuid"
+    "   AND j.concurrency_key IS NOT NULL"
+    " GROUP BY j.job_type, j.concurrency_key"
+    " ON CONFLICT (job_type, concurrency_key) DO UPDATE SET tokens = excluded.tokens"
+    "   + (SELECT least(l.key_rate_count::float8, b.tokens + greatest(0, extract(epoch FROM"
+    "     excluded.refilled_at - b.refilled_at)) * l.key_rate_count / l.key_rate_period)"
+    "     - l.key_rate_count FROM jobvisor_limits AS l"
+    "     WHERE l.kind = 'type' AND l.name = b.job_type),"
+    " refilled_at = greatest(b.refilled_at, excluded.refilled_at)"
+)
+
+KEY_BUCKET_PRUNE: Final[LiteralString] = (
+    # Delete the key buckets that have refilled (a missing row is a full
+    # bucket) and those of types without a key rate; returns how many.
+    "DELETE FROM jobvisor_key_buckets AS b WHERE NOT EXISTS (SELECT 1 FROM jobvisor_limits AS l"
+    "   WHERE l.kind = 'type' AND l.name = b.job_type AND l.key_rate_count IS NOT NULL"
+    "   AND b.tokens + greatest(0, extract(epoch FROM %(now)s::timestamptz - b.refilled_at))"
+    "     * l.key_rate_count / l.key_rate_period < l.key_rate_count)"
 )
 
 LIMIT_TABLE_LOCK: Final[LiteralString] = (
@@ -341,14 +390,16 @@ LIMIT_SET: Final[LiteralString] = (
     # Write one group's limits, replacing what it had; a bucket keeps its
     # tokens (at most the new size), a new one starts full.
     "INSERT INTO jobvisor_limits (kind, name, concurrency, key_concurrency, rate_count,"
-    " rate_period, tokens, refilled_at, source, updated_at)"
+    " rate_period, key_rate_count, key_rate_period, tokens, refilled_at, source, updated_at)"
     " VALUES (%(kind)s, %(name)s, %(concurrency)s::integer, %(key_concurrency)s::integer,"
-    " %(rate_count)s::integer, %(rate_period)s::float8, %(rate_count)s::integer::float8,"
+    " %(rate_count)s::integer, %(rate_period)s::float8, %(key_rate_count)s::integer,"
+    " %(key_rate_period)s::float8, %(rate_count)s::integer::float8,"
     " %(now)s::timestamptz, %(source)s,"
     " %(now)s::timestamptz)"
     " ON CONFLICT (kind, name) DO UPDATE SET concurrency = excluded.concurrency,"
     " key_concurrency = excluded.key_concurrency, rate_count = excluded.rate_count,"
-    " rate_period = excluded.rate_period,"
+    " rate_period = excluded.rate_period, key_rate_count = excluded.key_rate_count,"
+    " key_rate_period = excluded.key_rate_period,"
     " tokens = least(coalesce(jobvisor_limits.tokens, excluded.tokens), excluded.tokens),"
     " refilled_at = coalesce(jobvisor_limits.refilled_at, excluded.refilled_at),"
     " source = excluded.source, updated_at = excluded.updated_at"
@@ -361,8 +412,8 @@ LIMIT_CLEAR: Final[LiteralString] = (
 
 LIMIT_LIST: Final[LiteralString] = (
     # Every limit, by kind and name.
-    "SELECT kind, name, concurrency, key_concurrency, rate_count, rate_period, source"
-    " FROM jobvisor_limits ORDER BY kind, name"
+    "SELECT kind, name, concurrency, key_concurrency, rate_count, rate_period, source,"
+    " key_rate_count, key_rate_period FROM jobvisor_limits ORDER BY kind, name"
 )
 
 JOB_RENEW_MANY: Final[LiteralString] = (
@@ -781,7 +832,7 @@ DB_OLDEST_XMIN: Final[LiteralString] = (
 JOB_LISTING_COLUMNS: Final[LiteralString] = (
     "id, queue, job_type, status, priority, attempts, max_attempts, run_at, created_at,"
     " finished_at, correlation_id, left(payload::text, 200), octet_length(payload::text),"
-    " left(last_error, 200)"
+    " left(last_error, 200), lease_expires_at"
 )
 
 JOB_PAGE_FILTERS: Final[LiteralString] = (
@@ -799,23 +850,48 @@ JOB_PAGE_NEWEST: Final[LiteralString] = (
     + " ORDER BY id DESC LIMIT %(limit)s"
 )
 
-JOB_PAGE_NEWEST_OF_STATUS: Final[LiteralString] = (
-    # A page of jobs of one status, newest first (jobvisor_jobs_status_idx,
-    # whose queue and type columns filter without reading the rows).
+JOB_PAGE_FINISHED: Final[LiteralString] = (
+    # A page of finished jobs of one status, the last finished first, after
+    # the cursor (finished_at, id): a backward walk of
+    # jobvisor_jobs_finished_idx (the status list repeated, or a prepared
+    # generic plan cannot prove the partial index's predicate); jobs that
+    # finished in the same instant (one `complete_many`) are put in id order
+    # by an incremental sort of that instant's jobs alone.
     "SELECT " + JOB_LISTING_COLUMNS + " FROM jobvisor_jobs"
-    " WHERE status = %(status)s AND (%(before)s::uuid IS NULL OR id < %(before)s::uuid)"
+    " WHERE status IN ('completed', 'dead', 'cancelled') AND status = %(status)s"
+    " AND (finished_at, id) < (%(at)s::timestamptz, %(before)s::uuid)"
     + JOB_PAGE_FILTERS
-    + " ORDER BY id DESC LIMIT %(limit)s"
+    + " ORDER BY finished_at DESC, id DESC LIMIT %(limit)s"
+)
+
+JOB_PAGE_RUNNING: Final[LiteralString] = (
+    # A page of running jobs, the last claimed (or renewed) first, after the
+    # cursor (lease_expires_at, id): a backward walk of jobvisor_jobs_lease_idx.
+    "SELECT " + JOB_LISTING_COLUMNS + " FROM jobvisor_jobs"
+    " WHERE status = 'running'"
+    " AND (lease_expires_at, id) < (%(at)s::timestamptz, %(before)s::uuid)"
+    + JOB_PAGE_FILTERS
+    + " ORDER BY lease_expires_at DESC, id DESC LIMIT %(limit)s"
 )
 
 JOB_PAGE_OF_CORRELATION: Final[LiteralString] = (
-    # A page of the jobs of one correlation id, newest first.
-    "SELECT " + JOB_LISTING_COLUMNS + " FROM jobvisor_jobs"
-    " WHERE correlation_id = %(correlation_id)s"
-    " AND (%(before)s::uuid IS NULL OR id < %(before)s::uuid)"
-    " AND (%(status)s::text IS NULL OR status = %(status)s::text)"
+    # A page of the jobs of one correlation id, newest first: those that
+    # carry it (jobvisor_jobs_correlation_idx), and the job whose own id it
+    # is when that job carries none (`own`, NULL when the id has another
+    # form; the primary key). Unsorted: the caller merges the two.
+    "SELECT * FROM ("
+    " (SELECT " + JOB_LISTING_COLUMNS + " FROM jobvisor_jobs"
+    "  WHERE correlation_id = %(correlation_id)s"
+    "  AND (%(before)s::uuid IS NULL OR id < %(before)s::uuid)"
+    "  AND (%(status)s::text IS NULL OR status = %(status)s::text)"
     + JOB_PAGE_FILTERS
-    + " ORDER BY id DESC LIMIT %(limit)s"
+    + "  ORDER BY id DESC LIMIT %(limit)s)"
+    " UNION ALL"
+    " (SELECT " + JOB_LISTING_COLUMNS + " FROM jobvisor_jobs"
+    "  WHERE id = %(own)s::uuid AND correlation_id IS NULL"
+    "  AND (%(before)s::uuid IS NULL OR id < %(before)s::uuid)"
+    "  AND (%(status)s::text IS NULL OR status = %(status)s::text)" + JOB_PAGE_FILTERS + ")"
+    ") AS correlated"
 )
 
 JOB_PAGE_DUE: Final[LiteralString] = (
@@ -840,11 +916,28 @@ JOB_PAGE_DUE: Final[LiteralString] = (
     ") AS due"
 )
 
-JOB_COUNT_CAPPED: Final[LiteralString] = (
-    # Jobs of one status by queue, counting no further than `cap` jobs
-    # (an index-only walk of jobvisor_jobs_status_idx).
-    "SELECT queue, count(*) FROM (SELECT queue FROM jobvisor_jobs"
-    " WHERE status = %(status)s LIMIT %(cap)s) AS capped GROUP BY queue"
+JOB_COUNT_WAITING_CAPPED: Final[LiteralString] = (
+    # Pending and retryable jobs by queue and status, counting no further
+    # than `cap` jobs of the two together (a walk of jobvisor_jobs_claim_idx,
+    # in its order so that no plan reads the table instead).
+    "SELECT queue, status, count(*) FROM (SELECT queue, status FROM jobvisor_jobs"
+    " WHERE status IN ('pending', 'retryable') ORDER BY priority DESC, run_at, id"
+    " LIMIT %(cap)s) AS capped GROUP BY queue, status"
+)
+
+JOB_COUNT_RUNNING_CAPPED: Final[LiteralString] = (
+    # Running jobs by queue, counting no further than `cap` (jobvisor_jobs_lease_idx).
+    "SELECT queue, status, count(*) FROM (SELECT queue, status FROM jobvisor_jobs"
+    " WHERE status = 'running' ORDER BY lease_expires_at LIMIT %(cap)s) AS capped"
+    " GROUP BY queue, status"
+)
+
+JOB_COUNT_FINISHED_CAPPED: Final[LiteralString] = (
+    # Finished jobs of one status by queue, counting no further than `cap`
+    # (jobvisor_jobs_finished_idx).
+    "SELECT queue, status, count(*) FROM (SELECT queue, status FROM jobvisor_jobs"
+    " WHERE status IN ('completed', 'dead', 'cancelled') AND status = %(status)s"
+    " ORDER BY finished_at LIMIT %(cap)s) AS capped GROUP BY queue, status"
 )
 
 JOB_COUNT_SAMPLED: Final[LiteralString] = (

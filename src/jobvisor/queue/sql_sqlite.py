@@ -184,7 +184,8 @@ LIMIT_LOCK: Final[LiteralString] = (
 JOB_CLAIM_LIMITED: Final[LiteralString] = (
     # Claim up to `limit` due jobs of limited groups in priority order, never
     # more per group than its concurrency left, its bucket's whole tokens, and
-    # per concurrency key its key_concurrency left (see the PostgreSQL module).
+    # per concurrency key its key_concurrency left and its key bucket's whole
+    # tokens (see the PostgreSQL module).
     "UPDATE jobvisor_jobs SET status = 'running', attempts = attempts + 1,"
     " claim_token = :token, worker_id = :worker_id,"
     " lease_expires_at = :now + :lease,"
@@ -192,22 +193,30 @@ JOB_CLAIM_LIMITED: Final[LiteralString] = (
     " WHERE id IN ("
     " WITH lim AS MATERIALIZED ("
     # (Whole tokens, give or take the float clock's rounding of a microsecond.)
-    "  SELECT kind, name, concurrency, key_concurrency, CASE WHEN rate_count IS NOT NULL"
+    "  SELECT kind, name, concurrency, key_concurrency, key_rate_count, key_rate_period,"
+    "   CASE WHEN rate_count IS NOT NULL"
     "   THEN CAST(min(rate_count * 1.0, coalesce(tokens, rate_count) + max(0,"
     "   :now - coalesce(refilled_at, :now)) * rate_count / rate_period) + 0.000001"
     "   AS INTEGER) END AS tokens"
     "  FROM jobvisor_limits),"
     " run AS MATERIALIZED (SELECT queue, job_type, concurrency_key FROM jobvisor_jobs"
     "   WHERE status = 'running'),"
-    " room AS MATERIALIZED (SELECT l.kind, l.name, l.key_concurrency,"
+    " room AS MATERIALIZED (SELECT l.kind, l.name, l.key_concurrency, l.key_rate_count,"
     "   min(coalesce(l.concurrency - (SELECT count(*) FROM run AS r"
     "     WHERE CASE WHEN l.kind = 'type' THEN r.job_type ELSE r.queue END = l.name),"
     "     2147483647), coalesce(l.tokens, 2147483647)) AS room FROM lim AS l),"
     " keys AS MATERIALIZED (SELECT job_type, concurrency_key, count(*) AS n FROM run"
     "   WHERE concurrency_key IS NOT NULL GROUP BY job_type, concurrency_key),"
+    # The key buckets in use, refilled to now, in whole tokens.
+    " kb AS MATERIALIZED (SELECT b.job_type, b.concurrency_key,"
+    "   CAST(min(l.key_rate_count * 1.0, b.tokens + max(0, :now - b.refilled_at)"
+    "   * l.key_rate_count / l.key_rate_period) + 0.000001 AS INTEGER) AS tokens"
+    "   FROM jobvisor_key_buckets AS b JOIN lim AS l ON l.kind = 'type'"
+    "   AND l.name = b.job_type AND l.key_rate_count IS NOT NULL),"
     " full_keys AS MATERIALIZED (SELECT k.job_type, k.concurrency_key FROM keys AS k"
     "   JOIN room AS t ON t.kind = 'type' AND t.name = k.job_type"
-    "   WHERE k.n >= t.key_concurrency),"
+    "   WHERE k.n >= t.key_concurrency"
+    "   UNION SELECT job_type, concurrency_key FROM kb WHERE tokens < 1),"
     " picks AS (SELECT j.id, j.queue, j.job_type, j.concurrency_key, j.priority, j.run_at"
     "   FROM jobvisor_jobs AS j"
     "   WHERE j.status IN ('pending', 'retryable')"
@@ -224,11 +233,15 @@ JOB_CLAIM_LIMITED: Final[LiteralString] = (
     "   AND (j.concurrency_key IS NULL"
     "     OR (j.job_type, j.concurrency_key) NOT IN (SELECT * FROM full_keys))"
     "   ORDER BY j.priority DESC, j.run_at, j.id LIMIT :window),"
+    # A key's room: the least of its key_concurrency left and its whole tokens.
     " cand AS (SELECT c.*, t.room AS troom, q.room AS qroom,"
-    "   t.key_concurrency - coalesce(k.n, 0) AS kroom FROM picks AS c"
+    "   CASE WHEN t.key_rate_count IS NULL THEN t.key_concurrency - coalesce(k.n, 0)"
+    "     ELSE min(coalesce(t.key_concurrency - coalesce(k.n, 0), 2147483647),"
+    "     coalesce(b.tokens, t.key_rate_count)) END AS kroom FROM picks AS c"
     "   LEFT JOIN room AS t ON t.kind = 'type' AND t.name = c.job_type"
     "   LEFT JOIN room AS q ON q.kind = 'queue' AND q.name = c.queue"
-    "   LEFT JOIN keys AS k ON k.job_type = c.job_type AND k.concurrency_key = c.concurrency_key),"
+    "   LEFT JOIN keys AS k ON k.job_type = c.job_type AND k.concurrency_key = c.concurrency_key"
+    "   LEFT JOIN kb AS b ON b.job_type = c.job_type AND b.concurrency_key = c.concurrency_key),"
     # Each limit ranks only the candidates the limits before it let pass:
     # per key, then per type, then per queue.
     " by_key AS (SELECT id, queue, job_type, priority, run_at, troom, qroom FROM ("
@@ -249,16 +262,51 @@ JOB_CLAIM_LIMITED: Final[LiteralString] = (
 )
 
 LIMIT_TAKE_TOKENS: Final[LiteralString] = (
-    # Refill the buckets of these groups to now and take what the claim
-    # started from each (`taken`: JSON [[kind, name, count], …]).
+    # After JOB_CLAIM_LIMITED with the same `now`, `lease` and `token`: refill
+    # the buckets of the groups it started jobs of to now and take those jobs
+    # from them (found by their lease's end, an index lookup, and the token).
     "UPDATE jobvisor_limits SET tokens = min(rate_count * 1.0,"
     "   coalesce(tokens, rate_count) + max(0, :now - coalesce(refilled_at, :now))"
     "   * rate_count / rate_period) - c.n,"
-    " refilled_at = :now"
-    " FROM (SELECT json_extract(value, '$[0]') AS kind, json_extract(value, '$[1]') AS name,"
-    "   json_extract(value, '$[2]') AS n FROM json_each(:taken)) AS c"
+    " refilled_at = max(coalesce(refilled_at, :now), :now)"
+    " FROM (SELECT g.kind, g.name, count(*) AS n FROM ("
+    "   SELECT 'type' AS kind, job_type AS name FROM jobvisor_jobs"
+    "   WHERE status = 'running' AND lease_expires_at = :now + :lease AND claim_token = :token"
+    "   UNION ALL SELECT 'queue', queue FROM jobvisor_jobs"
+    "   WHERE status = 'running' AND lease_expires_at = :now + :lease AND claim_token = :token"
+    "   ) AS g GROUP BY g.kind, g.name) AS c"
     " WHERE jobvisor_limits.kind = c.kind AND jobvisor_limits.name = c.name"
     " AND jobvisor_limits.rate_count IS NOT NULL"
+)
+
+KEY_BUCKET_TAKE: Final[LiteralString] = (
+    # After LIMIT_TAKE_TOKENS: take the claim's jobs from their keys' buckets,
+    # refilled to now; a key's first take makes its row (see the PostgreSQL
+    # module).
+    "INSERT INTO jobvisor_key_buckets (job_type, concurrency_key, tokens, refilled_at)"
+    " SELECT j.job_type, j.concurrency_key, min(l.key_rate_count) - count(*), :now"
+    " FROM jobvisor_jobs AS j JOIN jobvisor_limits AS l ON l.kind = 'type'"
+    "   AND l.name = j.job_type AND l.key_rate_count IS NOT NULL"
+    " WHERE j.status = 'running' AND j.lease_expires_at = :now + :lease"
+    "   AND j.claim_token = :token AND j.concurrency_key IS NOT NULL"
+    " GROUP BY j.job_type, j.concurrency_key"
+    " ON CONFLICT (job_type, concurrency_key) DO UPDATE SET tokens = excluded.tokens"
+    "   + (SELECT min(l.key_rate_count * 1.0, jobvisor_key_buckets.tokens + max(0,"
+    "     excluded.refilled_at - jobvisor_key_buckets.refilled_at)"
+    "     * l.key_rate_count / l.key_rate_period) - l.key_rate_count"
+    "     FROM jobvisor_limits AS l"
+    "     WHERE l.kind = 'type' AND l.name = jobvisor_key_buckets.job_type),"
+    " refilled_at = max(jobvisor_key_buckets.refilled_at, excluded.refilled_at)"
+)
+
+KEY_BUCKET_PRUNE: Final[LiteralString] = (
+    # Delete the key buckets that have refilled and those of types without a
+    # key rate; returns how many.
+    "DELETE FROM jobvisor_key_buckets WHERE NOT EXISTS (SELECT 1 FROM jobvisor_limits AS l"
+    "   WHERE l.kind = 'type' AND l.name = jobvisor_key_buckets.job_type"
+    "   AND l.key_rate_count IS NOT NULL"
+    "   AND jobvisor_key_buckets.tokens + max(0, :now - jobvisor_key_buckets.refilled_at)"
+    "     * l.key_rate_count / l.key_rate_period < l.key_rate_count)"
 )
 
 LIMIT_TABLE_LOCK: Final[LiteralString] = (
@@ -270,12 +318,13 @@ LIMIT_SET: Final[LiteralString] = (
     # Write one group's limits, replacing what it had; a bucket keeps its
     # tokens (at most the new size), a new one starts full.
     "INSERT INTO jobvisor_limits (kind, name, concurrency, key_concurrency, rate_count,"
-    " rate_period, tokens, refilled_at, source, updated_at)"
+    " rate_period, key_rate_count, key_rate_period, tokens, refilled_at, source, updated_at)"
     " VALUES (:kind, :name, :concurrency, :key_concurrency, :rate_count,"
-    " :rate_period, :rate_count, :now, :source, :now)"
+    " :rate_period, :key_rate_count, :key_rate_period, :rate_count, :now, :source, :now)"
     " ON CONFLICT (kind, name) DO UPDATE SET concurrency = excluded.concurrency,"
     " key_concurrency = excluded.key_concurrency, rate_count = excluded.rate_count,"
-    " rate_period = excluded.rate_period,"
+    " rate_period = excluded.rate_period, key_rate_count = excluded.key_rate_count,"
+    " key_rate_period = excluded.key_rate_period,"
     " tokens = min(coalesce(jobvisor_limits.tokens, excluded.tokens), excluded.tokens),"
     " refilled_at = coalesce(jobvisor_limits.refilled_at, excluded.refilled_at),"
     " source = excluded.source, updated_at = excluded.updated_at"
@@ -288,8 +337,8 @@ LIMIT_CLEAR: Final[LiteralString] = (
 
 LIMIT_LIST: Final[LiteralString] = (
     # Every limit, by kind and name.
-    "SELECT kind, name, concurrency, key_concurrency, rate_count, rate_period, source"
-    " FROM jobvisor_limits ORDER BY kind, name"
+    "SELECT kind, name, concurrency, key_concurrency, rate_count, rate_period, source,"
+    " key_rate_count, key_rate_period FROM jobvisor_limits ORDER BY kind, name"
 )
 
 JOB_RENEW_MANY: Final[LiteralString] = (
@@ -687,7 +736,7 @@ DB_OLDEST_XMIN: Final[LiteralString] = (
 JOB_LISTING_COLUMNS: Final[LiteralString] = (
     "id, queue, job_type, status, priority, attempts, max_attempts, run_at, created_at,"
     " finished_at, correlation_id, substr(payload, 1, 200), length(CAST(payload AS BLOB)),"
-    " substr(last_error, 1, 200)"
+    " substr(last_error, 1, 200), lease_expires_at"
 )
 
 JOB_PAGE_FILTERS: Final[LiteralString] = (
@@ -701,22 +750,43 @@ JOB_PAGE_NEWEST: Final[LiteralString] = (
     " WHERE (:before IS NULL OR id < :before)" + JOB_PAGE_FILTERS + " ORDER BY id DESC LIMIT :limit"
 )
 
-JOB_PAGE_NEWEST_OF_STATUS: Final[LiteralString] = (
-    # A page of jobs of one status, newest first (jobvisor_jobs_status_idx).
-    "SELECT " + JOB_LISTING_COLUMNS + " FROM jobvisor_jobs INDEXED BY jobvisor_jobs_status_idx"
-    " WHERE status = :status AND (:before IS NULL OR id < :before)"
+JOB_PAGE_FINISHED: Final[LiteralString] = (
+    # A page of finished jobs of one status, the last finished first, after
+    # the cursor (finished_at, id), over jobvisor_jobs_finished_idx.
+    "SELECT " + JOB_LISTING_COLUMNS + " FROM jobvisor_jobs"
+    " INDEXED BY jobvisor_jobs_finished_idx"
+    " WHERE status IN ('completed', 'dead', 'cancelled') AND status = :status"
+    " AND (finished_at, id) < (:at, :before)"
     + JOB_PAGE_FILTERS
-    + " ORDER BY id DESC LIMIT :limit"
+    + " ORDER BY finished_at DESC, id DESC LIMIT :limit"
+)
+
+JOB_PAGE_RUNNING: Final[LiteralString] = (
+    # A page of running jobs, the last claimed (or renewed) first, after the
+    # cursor (lease_expires_at, id), over jobvisor_jobs_lease_idx.
+    "SELECT " + JOB_LISTING_COLUMNS + " FROM jobvisor_jobs"
+    " INDEXED BY jobvisor_jobs_lease_idx"
+    " WHERE status = 'running' AND (lease_expires_at, id) < (:at, :before)"
+    + JOB_PAGE_FILTERS
+    + " ORDER BY lease_expires_at DESC, id DESC LIMIT :limit"
 )
 
 JOB_PAGE_OF_CORRELATION: Final[LiteralString] = (
-    # A page of the jobs of one correlation id, newest first.
-    "SELECT " + JOB_LISTING_COLUMNS + " FROM jobvisor_jobs"
-    " INDEXED BY jobvisor_jobs_correlation_idx"
-    " WHERE correlation_id = :correlation_id AND (:before IS NULL OR id < :before)"
-    " AND (:status IS NULL OR status = :status)"
+    # A page of the jobs of one correlation id, newest first: those that
+    # carry it, and the job whose own id it is when that job carries none
+    # (`own`, NULL when the id has another form). Unsorted: the caller
+    # merges the two.
+    "SELECT * FROM ("
+    " SELECT * FROM (SELECT " + JOB_LISTING_COLUMNS + " FROM jobvisor_jobs"
+    "  INDEXED BY jobvisor_jobs_correlation_idx"
+    "  WHERE correlation_id = :correlation_id AND (:before IS NULL OR id < :before)"
+    "  AND (:status IS NULL OR status = :status)"
     + JOB_PAGE_FILTERS
-    + " ORDER BY id DESC LIMIT :limit"
+    + "  ORDER BY id DESC LIMIT :limit)"
+    " UNION ALL"
+    " SELECT " + JOB_LISTING_COLUMNS + " FROM jobvisor_jobs"
+    "  WHERE id = :own AND correlation_id IS NULL AND (:before IS NULL OR id < :before)"
+    "  AND (:status IS NULL OR status = :status)" + JOB_PAGE_FILTERS + ")"
 )
 
 JOB_PAGE_DUE: Final[LiteralString] = (
@@ -739,18 +809,43 @@ JOB_PAGE_DUE: Final[LiteralString] = (
     ")"
 )
 
-JOB_COUNT_CAPPED: Final[LiteralString] = (
-    # Jobs of one status by queue, counting no further than `cap` jobs.
-    "SELECT queue, count(*) FROM (SELECT queue FROM jobvisor_jobs"
-    " WHERE status = :status LIMIT :cap) GROUP BY queue"
+JOB_COUNT_WAITING_CAPPED: Final[LiteralString] = (
+    # Pending and retryable jobs by queue and status, counting no further
+    # than `cap` jobs of the two together.
+    "SELECT queue, status, count(*) FROM (SELECT queue, status FROM jobvisor_jobs"
+    " INDEXED BY jobvisor_jobs_claim_idx WHERE status IN ('pending', 'retryable')"
+    " LIMIT :cap) GROUP BY queue, status"
+)
+
+JOB_COUNT_RUNNING_CAPPED: Final[LiteralString] = (
+    # Running jobs by queue, counting no further than `cap`.
+    "SELECT queue, status, count(*) FROM (SELECT queue, status FROM jobvisor_jobs"
+    " INDEXED BY jobvisor_jobs_lease_idx WHERE status = 'running' LIMIT :cap)"
+    " GROUP BY queue, status"
+)
+
+JOB_COUNT_FINISHED_CAPPED: Final[LiteralString] = (
+    # Finished jobs of one status by queue, counting no further than `cap`.
+    "SELECT queue, status, count(*) FROM (SELECT queue, status FROM jobvisor_jobs"
+    " INDEXED BY jobvisor_jobs_finished_idx"
+    " WHERE status IN ('completed', 'dead', 'cancelled') AND status = :status"
+    " LIMIT :cap) GROUP BY queue, status"
 )
 
 JOB_COUNT_SAMPLED: Final[LiteralString] = (
     # SQLite samples nothing: the exact count by queue and status (`percent`
-    # is ignored), over the status index.
-    "SELECT queue, status, count(*) FROM jobvisor_jobs"
-    " WHERE status IN (SELECT value FROM json_each(:statuses))"
-    " GROUP BY queue, status"
+    # is ignored), each part over the index its statuses have.
+    "SELECT queue, status, count(*) FROM jobvisor_jobs INDEXED BY jobvisor_jobs_claim_idx"
+    " WHERE status IN ('pending', 'retryable')"
+    " AND status IN (SELECT value FROM json_each(:statuses)) GROUP BY queue, status"
+    " UNION ALL"
+    " SELECT queue, status, count(*) FROM jobvisor_jobs INDEXED BY jobvisor_jobs_lease_idx"
+    " WHERE status = 'running'"
+    " AND status IN (SELECT value FROM json_each(:statuses)) GROUP BY queue, status"
+    " UNION ALL"
+    " SELECT queue, status, count(*) FROM jobvisor_jobs INDEXED BY jobvisor_jobs_finished_idx"
+    " WHERE status IN ('completed', 'dead', 'cancelled')"
+    " AND status IN (SELECT value FROM json_each(:statuses)) GROUP BY queue, status"
 )
 
 JOB_ROWS_ESTIMATE: Final[LiteralString] = (

@@ -90,7 +90,8 @@ class CleanerConfig:
 
 
 class Cleaner:
-    """Deletes terminal jobs past their status's retention, in batches."""
+    """Deletes terminal jobs past their status's retention, in batches, and
+    the key rate buckets that have refilled (`prune_key_buckets`)."""
 
     name = "cleaner"
 
@@ -105,6 +106,9 @@ class Cleaner:
         count = await self.queue.cleanup(self.config.retention)
         if count:
             log.info("maintenance.jobs_deleted", count=count)
+        buckets = await self.queue.prune_key_buckets()
+        if buckets:
+            log.debug("maintenance.key_buckets_pruned", count=buckets)
         return count
 
 

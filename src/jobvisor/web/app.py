@@ -34,7 +34,7 @@ from starlette.templating import Jinja2Templates
 
 from ..log import get_logger
 from ..queue.api import AsyncQueue
-from ..queue.browse import COUNT_CAP, PAGE_DEFAULT, JobOrder, JobPage
+from ..queue.browse import COUNT_CAP, PAGE_DEFAULT, JobPage
 from ..queue.errors import InvalidArgument, JobNotFound, JobvisorError
 from ..queue.model import JobStatus, LimitScope
 from . import views
@@ -165,7 +165,7 @@ async def _page(
         queue=filters["queue"],
         job_type=filters["job_type"],
         correlation_id=filters["correlation_id"],
-        order=filters["order"] or JobOrder.NEWEST,
+        order=filters["order"] or None,
         cursor=request.query_params.get("cursor") or None,
         limit=limit,
     )

@@ -37,7 +37,7 @@ from ..log import get_logger, setup_logging
 from ..queue.api import AsyncQueue, connect_async
 from ..queue.errors import DatabaseRefused, DatabaseUnavailable, InvalidArgument, JobvisorError
 from ..schedules import InvalidSchedule
-from .loop import Worker
+from .loop import Worker, auto_concurrency
 from .protocol import (
     EXIT_BOOT_FAILED,
     EXIT_OK,
@@ -112,7 +112,7 @@ async def serve(config: Config, registry: Registry, channel: ControlChannel, wor
             queue,
             registry,
             worker_id=worker_id,
-            concurrency=config.concurrency,
+            concurrency=config.concurrency or auto_concurrency(registry),
             queues=config.queues,
             lease=config.lease,
             poll_interval=config.poll_interval,

@@ -91,6 +91,20 @@ RETRY_CAP: Final = 2.0  # and its longest wait between two retries
 LISTEN_RETRY_BASE: Final = 0.1
 LISTEN_RETRY_CAP: Final = 5.0
 
+# What `JOBVISOR_CONCURRENCY=auto` (the default) gives a worker. A waiting
+# coroutine costs a few kilobytes and no thread, and a worker claims and
+# completes as many jobs per statement as it has slots, so many slots make
+# short jobs cheap and let I/O-bound ones overlap. A plain function holds one
+# of the worker's threads (and, for Django, a database connection) for as
+# long as it runs, so an app with any of them keeps the smaller figure.
+ASYNC_CONCURRENCY: Final = 200
+THREAD_CONCURRENCY: Final = 20
+
+
+def auto_concurrency(registry: Registry) -> int:
+    """The concurrency `auto` means for the handlers of `registry`."""
+    return THREAD_CONCURRENCY if registry.needs_threads else ASYNC_CONCURRENCY
+
 
 class Loop(enum.StrEnum):
     """The long-running tasks of a worker, by the names the logs and the

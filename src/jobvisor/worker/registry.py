@@ -88,18 +88,31 @@ class InvalidLimit(InvalidArgument):
 
 
 def _declared_limit(
-    job_type: str, concurrency: int | None, key_concurrency: int | None, rate: str | None
+    job_type: str,
+    concurrency: int | None,
+    key_concurrency: int | None,
+    rate: str | None,
+    key_rate: str | None,
 ) -> Limit | None:
     """A handler's fleet-wide limits, checked; None when it declares none."""
-    if concurrency is None and key_concurrency is None and rate is None:
+    if concurrency is None and key_concurrency is None and rate is None and key_rate is None:
         return None
     try:
         validate.fleet_limit("concurrency", concurrency)
         validate.fleet_limit("key_concurrency", key_concurrency)
         validate.rate("rate", rate)
+        validate.rate("key_rate", key_rate)
     except InvalidArgument as exc:
         raise InvalidLimit(f"handler for {job_type!r}: {exc}") from None
-    return Limit(LimitScope.TYPE, job_type, concurrency, key_concurrency, rate, LimitSource.CODE)
+    return Limit(
+        LimitScope.TYPE,
+        job_type,
+        concurrency,
+        key_concurrency,
+        rate,
+        LimitSource.CODE,
+        key_rate=key_rate,
+    )
 
 
 class JobContext:
@@ -200,7 +213,9 @@ class Handler:
     `retry`: the backoff between this type's attempts (`Registry.retry_policies`).
     `limit`: the type's fleet-wide limits (`concurrency`: running jobs across
     every host; `key_concurrency`: per `concurrency_key`; `rate`: starts per
-    second, minute or hour, "100/s"), written to the database at each
+    second, minute or hour, "100/s"; `key_rate`: such a rate per
+    `concurrency_key`, each key with a bucket of its own; a job without a
+    key counts toward neither key limit), written to the database at each
     worker's boot; None when it declares none.
     `unique`, `on_conflict`: the defaults of jobs built with `Registry.job`
     (see `jobvisor.Unique`): at most one job of the type per key.
@@ -238,6 +253,7 @@ class Registry:
         concurrency: int | None = None,
         key_concurrency: int | None = None,
         rate: str | None = None,
+        key_rate: str | None = None,
         unique: Unique | None = None,
         on_conflict: OnConflict | str | None = None,
     ) -> Callable[[F], F]:
@@ -256,6 +272,7 @@ class Registry:
                 concurrency=concurrency,
                 key_concurrency=key_concurrency,
                 rate=rate,
+                key_rate=key_rate,
                 unique=unique,
                 on_conflict=on_conflict,
             )
@@ -275,6 +292,7 @@ class Registry:
         concurrency: int | None = None,
         key_concurrency: int | None = None,
         rate: str | None = None,
+        key_rate: str | None = None,
         unique: Unique | None = None,
         on_conflict: OnConflict | str | None = None,
     ) -> Handler:
@@ -294,7 +312,7 @@ class Registry:
             validate.count("max_attempts", max_attempts, high=validate.MAX_INT32)
         if retry is not None and not isinstance(retry, RetryPolicy):
             raise InvalidArgument(f"retry={retry!r}: expected a jobvisor.RetryPolicy")
-        limit = _declared_limit(job_type, concurrency, key_concurrency, rate)
+        limit = _declared_limit(job_type, concurrency, key_concurrency, rate, key_rate)
         handler = Handler(
             job_type=job_type,
             func=func,
@@ -326,6 +344,7 @@ class Registry:
         concurrency: int | None = None,
         key_concurrency: int | None = None,
         rate: str | None = None,
+        key_rate: str | None = None,
         unique: Unique | None = None,
         on_conflict: OnConflict | str | None = None,
     ) -> Callable[[Callable[P, R]], Task[P, R]]: ...
@@ -343,6 +362,7 @@ class Registry:
         concurrency: int | None = None,
         key_concurrency: int | None = None,
         rate: str | None = None,
+        key_rate: str | None = None,
         unique: Unique | None = None,
         on_conflict: OnConflict | str | None = None,
     ) -> Task[P, R] | Callable[[Callable[P, R]], Task[P, R]]:
@@ -352,7 +372,7 @@ class Registry:
         takes every default. `queue`, `priority`, `max_attempts`, `unique` and
         `on_conflict` are its jobs' defaults (`with_options` changes them per
         enqueue); `timeout`, `hard_timeout`, `retry` and the fleet-wide limits
-        `concurrency`, `key_concurrency` and `rate` are the handler's (see
+        `concurrency`, `key_concurrency`, `rate` and `key_rate` are the handler's (see
         `Handler`). Bad options, or a name already registered, raise
         `InvalidArgument`."""
 
@@ -376,6 +396,7 @@ class Registry:
                 concurrency=concurrency,
                 key_concurrency=key_concurrency,
                 rate=rate,
+                key_rate=key_rate,
                 unique=unique,
                 on_conflict=on_conflict,
             )
