@@ -12,6 +12,8 @@ the default concurrency and pool), but for the app (`bench/backlog_app.py`),
 no HTTP listener and warning-level logs. Handlers report over a Unix
 datagram socket, so counting costs the database nothing.
 
+The backlog database is filled first (2. below), then the timed parts run.
+
 1. **Small table**, `--small-runs` times, each in a new database
    `jobvisor_bench_backlog_small`: the service starts on an empty queue and
    runs a few warm-up jobs; then `--probes` probe jobs, one at a time on the
@@ -29,7 +31,8 @@ datagram socket, so counting costs the database nothing.
    (the backlog 0), so it is next in the claim order: its pickup is the time
    from just before the `enqueue` call to its handler's first line. Unless
    `--no-drain`, the service then runs until the backlog is empty (or for
-   `--max-drain` seconds in all), for the chart of rate against backlog.
+   `--max-drain` seconds in all), for the chart of rate against backlog;
+   only its first `--locked-drain` seconds hold `--lock`.
 
 Vacuum, as in `bench/sustained.py`: `--vacuum server` relies on the server's
 autovacuum; on a server with `autovacuum = off` (this machine's), `auto` (the
@@ -37,9 +40,10 @@ default) runs sustained.py's stand-in, which applies autovacuum's trigger
 rule with the jobs table's thresholds every `autovacuum_naptime`, from the
 moment the service starts; `none` runs no vacuum at all.
 
-`--lock PATH` takes an exclusive `flock` on PATH around the timed parts (the
-small runs, and the backlog's service run), not around the fill, so that
-other benchmarks taking the same lock never overlap them.
+The backlog is filled first; then `--lock PATH` takes an exclusive `flock`
+on PATH around the timed parts (the small runs and the backlog's service
+run, back to back), not around the fill, so that other benchmarks taking
+the same lock never overlap them.
 
 Rate samples (every `--sample-interval` seconds: the backlog left and the
 starts per second) go to bench/results/backlog-<time>.csv, the chart to a
@@ -203,22 +207,33 @@ def service(url: str, sink: Sink, log_path: Path) -> Iterator[subprocess.Popen[b
             proc.wait()
 
 
-@contextlib.contextmanager
-def bench_lock(path: str | None) -> Iterator[None]:
-    """An exclusive flock on `path` (none without one), as flock(1) takes it."""
-    if not path:
-        yield
-        return
-    with open(path, "a") as f:
+class BenchLock:
+    """An exclusive flock on a file, as flock(1) takes it (none without a path)."""
+
+    def __init__(self, path: str | None) -> None:
+        self._file = open(path, "a") if path else None  # noqa: SIM115 (held across calls)
+        self.held = False
+
+    def acquire(self) -> None:
+        if self._file is None:
+            return
         began = time.monotonic()
-        fcntl.flock(f, fcntl.LOCK_EX)
+        fcntl.flock(self._file, fcntl.LOCK_EX)
+        self.held = True
         waited = time.monotonic() - began
         if waited > 1:
-            print(f"  waited {waited:.0f} s for {path}", flush=True)
-        try:
-            yield
-        finally:
-            fcntl.flock(f, fcntl.LOCK_UN)
+            print(f"  waited {waited:.0f} s for {self._file.name}", flush=True)
+
+    def release(self) -> None:
+        if self._file is not None and self.held:
+            fcntl.flock(self._file, fcntl.LOCK_UN)
+            self.held = False
+            print(f"{time.strftime('%H:%M:%S', time.gmtime())} UTC: lock released", flush=True)
+
+    def close(self) -> None:
+        self.release()
+        if self._file is not None:
+            self._file.close()
 
 
 def vacuum_mode(url: str, wanted: str) -> tuple[str, float]:
@@ -268,8 +283,11 @@ class Prober:
         self._thread.join()
 
 
-def small_run(args: argparse.Namespace, sink: Sink, log_path: Path) -> tuple[float, list[float]]:
-    """One burn-down of `--small` jobs: jobs/s, and the idle probes' pickups (s)."""
+def small_run(
+    args: argparse.Namespace, sink: Sink, log_path: Path
+) -> tuple[float, list[float], list[float]]:
+    """One burn-down of `--small` jobs: jobs/s, the idle probes' pickups (s)
+    and those of the probes enqueued while it drained."""
     url = recreate(args.pg_url, SMALL_DB)
     with jobvisor.connect(url) as queue:
         queue.migrate()
@@ -283,9 +301,14 @@ def small_run(args: argparse.Namespace, sink: Sink, log_path: Path) -> tuple[flo
             before = sink.count
             queue.enqueue_many([JOB] * args.small)
             committed = time.time()
+            first_probe = len(sink.probes)
+            prober = Prober(queue, sink)
             sink.wait_count(before + args.small, timeout=600)
             rate = args.small / (sink.last_start() - committed)
-    return rate, idle
+            prober.stop()
+            # Only the probes enqueued while the small table still drained.
+            draining = sink.probes[first_probe:][:-1]
+    return rate, idle, draining
 
 
 def fill(url: str, args: argparse.Namespace) -> None:
@@ -326,17 +349,26 @@ def explain_claim(url: str) -> str:
     return "\n".join(str(r[0]) for r in rows)
 
 
-def big_run(args: argparse.Namespace, sink: Sink, log_path: Path, csv_path: Path) -> dict[str, Any]:
+def prepare_big(args: argparse.Namespace) -> str:
+    """The backlog database, filled (untimed, outside the lock)."""
     url = _with_dbname(args.pg_url, BIG_DB)
-    if not args.reuse:
+    with psycopg.connect(args.pg_url, autocommit=True) as conn:
+        exists = conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", (BIG_DB,)).fetchone()
+    if not (args.reuse and exists):
         url = recreate(args.pg_url, BIG_DB)
-    else:
-        with psycopg.connect(args.pg_url, autocommit=True) as conn:
-            if not conn.execute(
-                "SELECT 1 FROM pg_database WHERE datname = %s", (BIG_DB,)
-            ).fetchone():
-                url = recreate(args.pg_url, BIG_DB)
     fill(url, args)
+    return url
+
+
+def big_run(
+    url: str,
+    args: argparse.Namespace,
+    sink: Sink,
+    log_path: Path,
+    csv_path: Path,
+    *,
+    lock: BenchLock,
+) -> dict[str, Any]:
     print("the claim's search on the full table:\n" + explain_claim(url), flush=True)
     before = sizes(url)
     mode, naptime = vacuum_mode(url, args.vacuum)
@@ -344,11 +376,7 @@ def big_run(args: argparse.Namespace, sink: Sink, log_path: Path, csv_path: Path
     print(f"vacuum: {mode}" + (f", every {naptime:g} s" if mode == "bench" else ""), flush=True)
     base = sink.count
     stand_in = StandInAutovacuum(url, naptime) if mode == "bench" else None
-    with (
-        bench_lock(args.lock),
-        jobvisor.connect(url) as queue,
-        service(url, sink, log_path),
-    ):
+    with jobvisor.connect(url) as queue, service(url, sink, log_path):
         start = time.time()
         if stand_in is not None:
             stand_in.start(time.monotonic())
@@ -376,6 +404,9 @@ def big_run(args: argparse.Namespace, sink: Sink, log_path: Path, csv_path: Path
         sample_until(t0 + args.window, None)
         prober.stop()
         time.sleep(0.05)
+        # The claim's search from the head of the index, as the full claim does
+        # it, now that the window's jobs left their dead entries there.
+        print("the claim's search after the window:\n" + explain_claim(url), flush=True)
         out["window_rate"] = sink.started_between(t0, t0 + args.window) / args.window
         out["probes"] = sink.probes[first_probe:]
         out["started_at_window"] = (
@@ -383,7 +414,11 @@ def big_run(args: argparse.Namespace, sink: Sink, log_path: Path, csv_path: Path
             sink.started_between(start, t0 + args.window),
         )
         if not args.no_drain:
-            sample_until(start + args.max_drain, args.backlog)
+            sample_until(min(start + args.locked_drain, start + args.max_drain), args.backlog)
+            out["locked_until_s"] = time.time() - start
+            lock.release()
+            if sink.count - base < args.backlog:
+                sample_until(start + args.max_drain, args.backlog)
             if sink.count - base >= args.backlog:
                 out["drain_s"] = sink.last_start() - start
         if stand_in is not None:
@@ -423,8 +458,15 @@ def main() -> None:
     parser.add_argument("--reuse", action="store_true", help="reuse a filled backlog database")
     parser.add_argument("--vacuum", choices=["auto", "server", "bench", "none"], default="auto")
     parser.add_argument("--lock", help="flock this file around the timed parts")
-    parser.add_argument("--max-drain", type=float, default=1200.0,
-                        help="seconds the backlog's service run may last in all")  # fmt: skip
+    parser.add_argument(
+        "--max-drain",
+        type=float,
+        default=1200.0,
+        help="seconds the backlog's service run may last in all",
+    )
+    parser.add_argument("--locked-drain", type=float, default=float("inf"),
+                        help="seconds of the backlog's service run under --lock; the"
+                        " rest of the drain (for the chart) runs without it")  # fmt: skip
     parser.add_argument("--pg-url", default=DEFAULT_PG_URL)
     args = parser.parse_args()
     for name in ("backlog", "small", "small_runs", "fill_chunk"):
@@ -446,20 +488,31 @@ def main() -> None:
     tmp = tempfile.mkdtemp(prefix="jobvisor-backlog-")
     sink = Sink(os.path.join(tmp, "sink"))
     try:
-        small_rates, idle = [], []
-        for run in range(args.small_runs):
-            with bench_lock(args.lock):
-                rate, probes = small_run(args, sink, log_path)
-            small_rates.append(rate)
-            idle += probes
+        big_url = prepare_big(args)
+        small_rates, idle, small_busy = [], [], []
+        lock = BenchLock(args.lock)
+        lock.acquire()  # the timed parts, back to back
+        try:
             print(
-                f"small table, run {run + 1}: {args.small:,} jobs at {rate:,.0f} jobs/s,"
-                f" idle probe p50 {statistics.median(probes) * 1000:.2f} ms",
+                f"{time.strftime('%H:%M:%S', time.gmtime())} UTC: timed parts begin,"
+                f" load average {os.getloadavg()[0]:.1f}",
                 flush=True,
             )
-        if not args.keep:
-            drop(args.pg_url, SMALL_DB)
-        big = big_run(args, sink, log_path, csv_path)
+            for run in range(args.small_runs):
+                rate, probes, draining = small_run(args, sink, log_path)
+                small_rates.append(rate)
+                idle += probes
+                small_busy += draining
+                print(
+                    f"small table, run {run + 1}: {args.small:,} jobs at {rate:,.0f} jobs/s,"
+                    f" idle probe p50 {statistics.median(probes) * 1000:.2f} ms",
+                    flush=True,
+                )
+            if not args.keep:
+                drop(args.pg_url, SMALL_DB)
+            big = big_run(big_url, args, sink, log_path, csv_path, lock=lock)
+        finally:
+            lock.close()
         print(
             f"{time.strftime('%Y-%m-%d %H:%M:%S', time.gmtime())} UTC,"
             f" load average {os.getloadavg()[0]:.1f}",
@@ -490,9 +543,20 @@ def main() -> None:
         f"probe pickup, idle service ({len(idle)}): p50 {idle_p50 * 1000:.2f} ms,"
         f" p99 {percentile(idle, 99) * 1000:.2f} ms"
     )
+    if small_busy:
+        print(
+            f"probe pickup, small table draining ({len(small_busy)}):"
+            f" p50 {statistics.median(small_busy) * 1000:.2f} ms,"
+            f" p99 {percentile(small_busy, 99) * 1000:.2f} ms"
+        )
     print(
         f"probe pickup, backlog draining ({len(busy)}): p50 {busy_p50 * 1000:.2f} ms,"
         f" p99 {percentile(busy, 99) * 1000:.2f} ms = {busy_p50 / idle_p50:.2f} of idle"
+        + (
+            f", {busy_p50 / statistics.median(small_busy):.2f} of the small table's"
+            if small_busy
+            else ""
+        )
     )
     left = samples_left(csv_path)
     if "drain_s" not in big:

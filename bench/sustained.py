@@ -5,6 +5,7 @@ holds back vacuum, and watch the jobs table's size, dead tuples and latency.
         [--hold-from 0.3] [--hold-until 0.6] [--sample-interval 5]
         [--retention 60] [--cleanup-interval 10] [--vacuum auto|server|bench|none]
         [--publish] [--pg-url postgresql://postgres@127.0.0.1:5432/postgres]
+        [--cluster [--cluster-naptime 10]]
 
 1. Capacity. `jobvisor run` (2 workers, concurrency 200, the no-op app
    `bench/sustained_app.py`) starts on an empty queue in the database
@@ -42,6 +43,17 @@ that, every `autovacuum_naptime`, applies autovacuum's own trigger rule with
 the jobs table's thresholds (its reloptions, as the migrations set them) and
 runs `VACUUM`/`ANALYZE` when the rule says so. `--vacuum none` shows what
 happens with no vacuum at all. The CSV, the plot and the summary say which.
+
+`--cluster` runs the whole benchmark on a throwaway cluster it starts itself
+(`bench/pgcluster.py`: initdb in a temp dir, a free port, the stock settings
+but `autovacuum = on` and `autovacuum_naptime = --cluster-naptime`, 10 s by
+default), removed at the end: autovacuum as production runs it, whatever the
+shared server's settings, and no other session of that server can hold the
+horizon back during the run.
+
+The head search probes the full claim (`JOB_CLAIM`, from the head of the
+index); a bounded claim starts past the jobs its queue claimed last
+(`ops.ClaimBounds`) and reads only what others took since.
 
 Results go to bench/results/sustained-<time>.{csv,png,log,txt}; `--publish`
 copies the PNG to docs/sustained.png. The plot is drawn by

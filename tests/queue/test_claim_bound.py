@@ -98,6 +98,7 @@ def test_a_job_behind_the_bound_waits_one_full_claim_period_at_most(
     """While the bounded claims keep finding work, the full claim still runs
     every FULL_CLAIM_EVERY and takes the job behind the bound first."""
     monkeypatch.setattr(ops, "FULL_CLAIM_EVERY", 0.2)
+    monkeypatch.setattr(ops, "FULL_CLAIM_SPACING", 0.0)
     t0 = clock()
     cqueue.enqueue_many([{"job_type": "t", "run_at": t0 - dt.timedelta(seconds=10)}] * 5)
     cqueue.claim("w", limit=1)
@@ -106,6 +107,34 @@ def test_a_job_behind_the_bound_waits_one_full_claim_period_at_most(
     (job,) = cqueue.claim("w", limit=1)
     assert job.id == old
     assert_invariants(url)
+
+
+def test_a_slow_full_claim_is_spaced_out_and_loses_nothing(
+    make_queue: Any, clock: Clock, pg_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """While the full claim is slow (here: every full claim counts as slow), a
+    bounded claim that finds nothing does not run it again at once; the job
+    behind the bound stays pending for the next full claim, here another
+    queue's (whose first claim is a full one)."""
+    monkeypatch.setattr(ops, "FULL_CLAIM_SLOW", 0.0)
+    monkeypatch.setattr(ops, "FULL_CLAIM_SLOW_RATIO", 0.0)
+    monkeypatch.setattr(ops, "FULL_CLAIM_SPACING", 1e9)
+    q = jobvisor.connect(pg_url, clock=clock)
+    q.migrate()
+    other = jobvisor.connect(pg_url, clock=clock)
+    try:
+        t0 = clock()
+        newer = q.enqueue("t", run_at=t0 - dt.timedelta(seconds=10))
+        (job,) = q.claim("w", limit=1)  # a full claim: the bound is `newer`
+        assert job.id == newer
+        old = q.enqueue("t", run_at=t0 - dt.timedelta(seconds=60))
+        assert q.claim("w", limit=1) == []  # bounded, dry, and no full claim yet
+        assert status_counts(pg_url) == {"running": 1, "pending": 1}
+        assert [j.id for j in other.claim("w", limit=1)] == [old]
+        assert_invariants(pg_url)
+    finally:
+        q.close()
+        other.close()
 
 
 def test_nothing_is_lost_or_claimed_twice_by_bounded_claimers_under_churn(
@@ -183,7 +212,7 @@ def test_the_bounded_claim_skips_what_an_open_transaction_keeps(pg_url: str) -> 
                 q.complete_many(jobs)
                 taken += len(jobs)
             ctx = q._ctx
-            bound = ctx.claim_bounds.bound((None, None))
+            bound = ctx.claim_bounds._bounds.get((None, None))  # due or not for a full claim
             assert bound is not None
             params = {
                 "worker_id": "probe", "queues": None, "job_types": None, "limit": 10,

@@ -22,7 +22,7 @@ from jobvisor.supervisor.maintenance import (
     run_periodically,
 )
 from tests.conftest import run_async
-from tests.invariants import assert_invariants
+from tests.invariants import assert_invariants, query_all
 from tests.queue.helpers import Clock
 
 from .helpers import by_status
@@ -73,6 +73,29 @@ def test_the_cleaner_keeps_each_status_for_its_retention(queue: Queue) -> None:
 
     assert run_async(body) == [0, 1]
     assert by_status(queue.url) == {"dead": 1}
+
+
+def test_the_cleaner_prunes_the_key_buckets_that_refilled(queue: Queue) -> None:
+    clock = Clock()
+    with jobvisor.connect(queue.url, clock=clock) as timed:
+        timed.set_limit(job_type="call", key_rate="2/m")
+        timed.enqueue_many([{"job_type": "call", "concurrency_key": f"k{n}"} for n in range(3)])
+        assert len(timed.claim("w-1", limit=10)) == 3
+    retention: dict[JobStatus | str, float | None] = {JobStatus.COMPLETED: 60.0}
+
+    def buckets() -> int:
+        return int(query_all(queue.url, ["SELECT COUNT(*) FROM jobvisor_key_buckets"])[0][0][0])
+
+    async def body() -> list[int]:
+        async with jobvisor.connect_async(queue.url, clock=clock) as aq:
+            cleaner = Cleaner(aq, CleanerConfig(interval=1.0, retention=retention))
+            await cleaner.run_once()
+            seen = [buckets()]
+            clock.advance(31)  # one token back of two: every bucket full again
+            await cleaner.run_once()
+            return [*seen, buckets()]
+
+    assert run_async(body) == [3, 0]
 
 
 def test_the_summary_counts_jobs_by_status(queue: Queue) -> None:

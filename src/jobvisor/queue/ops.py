@@ -13,6 +13,7 @@ import datetime as dt
 import functools
 import getpass
 import json
+import math
 import os
 import socket
 import time
@@ -80,6 +81,15 @@ CLAIM_WINDOW_MIN = 64
 # a resumed queue, enqueued with an older run_at or committed late, of another
 # priority) waits this long at most while the bounded claims find work.
 FULL_CLAIM_EVERY = 1.0
+# ... unless the full claim is slow: then it waits this many times its own
+# last duration, so it takes at most a twentieth of the claim loop's time.
+FULL_CLAIM_SPACING = 20.0
+# A full claim is slow when it took this many times the bounded claim that
+# found nothing, and at least FULL_CLAIM_SLOW seconds: it reads a dead head
+# (the entries of claimed jobs an open transaction keeps from vacuum), which
+# the bounded claim skips. A machine that is slow slows both alike.
+FULL_CLAIM_SLOW_RATIO = 10.0
+FULL_CLAIM_SLOW = 0.05
 # An error message is kept to this many characters: enough for a traceback's
 # last frames, small enough that a failing handler cannot bloat the table.
 MAX_ERROR_CHARS = 8000
@@ -147,28 +157,46 @@ class ClaimBounds:
     the last job this queue claimed instead, so it reads only what other
     claimers took since. Jobs that land behind the bound are the full
     claim's: it runs when there is no bound, when the bounded claim finds
-    nothing, and at least every FULL_CLAIM_EVERY seconds. Only a hint for
-    where to look: a lost or stale bound costs a full claim, never a job."""
+    nothing, and at least every FULL_CLAIM_EVERY seconds; while it is slow
+    (it reads the dead head: FULL_CLAIM_SLOW_RATIO), no sooner than
+    FULL_CLAIM_SPACING times its last duration after the last one. Only a
+    hint for where to look: a lost or stale bound costs a full claim, never
+    a job."""
 
     __slots__ = ("_bounds", "_full")
 
     def __init__(self) -> None:
         self._bounds: dict[Any, Position] = {}
-        self._full: dict[Any, float] = {}
+        self._full: dict[Any, tuple[float, float]] = {}  # last full claim: end, duration
+
+    def _since_full(self, key: Any) -> tuple[float, float]:
+        end, took = self._full.get(key, (-math.inf, 0.0))
+        return time.monotonic() - end, took * FULL_CLAIM_SPACING
 
     def bound(self, key: Any) -> Position | None:
         """The bound for the next claim with this filter, or None when it is
         to be a full claim."""
-        if time.monotonic() - self._full.get(key, -FULL_CLAIM_EVERY) >= FULL_CLAIM_EVERY:
+        since, spacing = self._since_full(key)
+        if since >= max(FULL_CLAIM_EVERY, spacing):
             return None
         return self._bounds.get(key)
 
-    def claimed(self, key: Any, jobs: Sequence[Job], *, full: bool) -> None:
+    def full_after_dry(self, key: Any, took: float) -> bool:
+        """Whether a bounded claim that found nothing (in `took` seconds) is
+        followed by a full one now: unless the last full claim was slow and
+        recent."""
+        end, full_took = self._full.get(key, (-math.inf, 0.0))
+        if full_took < max(FULL_CLAIM_SLOW, FULL_CLAIM_SLOW_RATIO * took):
+            return True
+        return time.monotonic() - end >= FULL_CLAIM_SPACING * full_took
+
+    def claimed(self, key: Any, jobs: Sequence[Job], *, full: bool, took: float = 0.0) -> None:
         """A claim with this filter took `jobs`: the bound moves to the last
         of them in claim order (after a full claim, even backwards: the
-        bounded claims go on from where it stopped)."""
+        bounded claims go on from where it stopped). `took` is a full
+        claim's duration in seconds."""
         if full:
-            self._full[key] = time.monotonic()
+            self._full[key] = (time.monotonic(), took)
         if not jobs:
             return
         last = max((-j.priority, j.run_at, j.id) for j in jobs)
@@ -646,15 +674,18 @@ def _claim_plain(ctx: Ctx, params: dict[str, Any], key: Any) -> Steps[list[Job]]
     bound = bounds.bound(key) if d.bounded_claim else None
     if bound is not None:
         after = {"after_priority": -bound[0], "after_run_at": bound[1], "after_id": bound[2]}
+        began = time.monotonic()
         rows = yield Stmt(d.sql.JOB_CLAIM_AFTER, {**params, **after}, fetch="all")
-        if rows:
+        if rows or not bounds.full_after_dry(key, time.monotonic() - began):
             jobs = [d.job(r) for r in rows]
             bounds.claimed(key, jobs, full=False)
             return jobs
+    began = time.monotonic()
     rows = yield Stmt(d.sql.JOB_CLAIM, params, fetch="all")
+    took = time.monotonic() - began
     jobs = [d.job(r) for r in rows]
     if d.bounded_claim:
-        bounds.claimed(key, jobs, full=True)
+        bounds.claimed(key, jobs, full=True, took=took)
     return jobs
 
 
@@ -1558,14 +1589,27 @@ def _limits_write(
 ) -> Steps[None]:
     """Write and remove limits so that they hold from the commit on: on
     PostgreSQL after the claims in flight ended (as `pause` waits for them)."""
-    sql = ctx.dialect.sql
     ctx.limits_seen.forget()
     if not rows and not clear:
         return
+    yield from _limits_lock(ctx)
+    yield from _limits_apply(ctx, rows, clear)
+
+
+def _limits_lock(ctx: Ctx) -> Steps[None]:
+    """Wait (at most PAUSE_LOCK_TIMEOUT_MS on PostgreSQL) for the claims in
+    flight, and hold new ones, until the transaction commits."""
+    sql = ctx.dialect.sql
     timeout = {"lock_timeout": f"{PAUSE_LOCK_TIMEOUT_MS}ms"}
     if ctx.dialect.notifies:
         yield Stmt(sql.QUEUE_PAUSE_LOCK_TIMEOUT, timeout, fetch="all")
     yield Stmt(sql.LIMIT_TABLE_LOCK)
+
+
+def _limits_apply(
+    ctx: Ctx, rows: Sequence[dict[str, Any]], clear: Sequence[dict[str, Any]]
+) -> Steps[None]:
+    sql = ctx.dialect.sql
     for row in rows:
         yield Stmt(sql.LIMIT_SET, row)
     for row in clear:
@@ -1681,7 +1725,7 @@ def limits_sync(ctx: Ctx, declared: Sequence[Limit], *, job_types: Sequence[str]
     handled = {validate.name("job_type", t) for t in job_types}
     sql = ctx.dialect.sql
 
-    def steps() -> Steps[int]:
+    def changes() -> Steps[tuple[list[dict[str, Any]], list[dict[str, Any]]]]:
         current = {
             (lim.scope.value, lim.name): lim
             for lim in map(limit_from_row, (yield Stmt(sql.LIMIT_LIST, fetch="all")))
@@ -1695,7 +1739,21 @@ def limits_sync(ctx: Ctx, declared: Sequence[Limit], *, job_types: Sequence[str]
             and (kind, name) not in rows
             and lim.source is LimitSource.CODE
         ]
-        yield from _limits_write(ctx, wanted, stale)
+        return wanted, stale
+
+    def steps() -> Steps[int]:
+        ctx.limits_seen.forget()
+        wanted, stale = yield from changes()
+        if not wanted and not stale:
+            return 0
+        # The read's lock ends before the wait for the write lock: two workers
+        # booting at once would each hold the one and wait for the other's.
+        # Under the write lock the limits are read again (another may have
+        # written them meanwhile).
+        yield COMMIT
+        yield from _limits_lock(ctx)
+        wanted, stale = yield from changes()
+        yield from _limits_apply(ctx, wanted, stale)
         return len(wanted) + len(stale)
 
     return Plan(steps())

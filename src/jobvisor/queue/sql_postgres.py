@@ -161,6 +161,16 @@ JOB_NOTIFY: Final[LiteralString] = (
     "SELECT pg_notify('" + NOTIFY_CHANNEL + "', %(queue)s)"
 )
 
+# What every claim of unlimited jobs asks of a job besides its status and place.
+_claim_filter: Final[LiteralString] = (
+    "   AND run_at <= %(now)s::timestamptz + %(slack)s::float8 * interval '1 second'"
+    "   AND (%(queues)s::text[] IS NULL OR queue = ANY(%(queues)s::text[]))"
+    "   AND (%(job_types)s::text[] IS NULL OR job_type = ANY(%(job_types)s::text[]))"
+    "   AND queue <> ALL(ARRAY(SELECT queue FROM jobvisor_queue_pauses))"
+    "   AND job_type <> ALL(ARRAY(SELECT name FROM jobvisor_limits WHERE kind = 'type'))"
+    "   AND queue <> ALL(ARRAY(SELECT name FROM jobvisor_limits WHERE kind = 'queue'))"
+)
+
 JOB_CLAIM: Final[LiteralString] = (
     # Claim up to `limit` due jobs in priority order, skipping rows others hold,
     # jobs of paused queues and jobs of limited types and queues (JOB_CLAIM_LIMITED
@@ -169,13 +179,8 @@ JOB_CLAIM: Final[LiteralString] = (
     "WITH picked AS ("
     " SELECT id FROM jobvisor_jobs"
     " WHERE status IN ('pending', 'retryable')"
-    "   AND run_at <= %(now)s::timestamptz + %(slack)s::float8 * interval '1 second'"
-    "   AND (%(queues)s::text[] IS NULL OR queue = ANY(%(queues)s::text[]))"
-    "   AND (%(job_types)s::text[] IS NULL OR job_type = ANY(%(job_types)s::text[]))"
-    "   AND queue <> ALL(ARRAY(SELECT queue FROM jobvisor_queue_pauses))"
-    "   AND job_type <> ALL(ARRAY(SELECT name FROM jobvisor_limits WHERE kind = 'type'))"
-    "   AND queue <> ALL(ARRAY(SELECT name FROM jobvisor_limits WHERE kind = 'queue'))"
-    " ORDER BY priority DESC, run_at, id"
+    + _claim_filter
+    + " ORDER BY priority DESC, run_at, id"
     " LIMIT %(limit)s FOR UPDATE SKIP LOCKED)"
     " UPDATE jobvisor_jobs AS j SET status = 'running', attempts = j.attempts + 1,"
     " claim_token = %(token)s::uuid, worker_id = %(worker_id)s,"
@@ -189,15 +194,6 @@ JOB_CLAIM: Final[LiteralString] = (
     " j.finished_at, j.meta"
 )
 
-_CLAIM_FILTER: Final[LiteralString] = (
-    "   AND run_at <= %(now)s::timestamptz + %(slack)s::float8 * interval '1 second'"
-    "   AND (%(queues)s::text[] IS NULL OR queue = ANY(%(queues)s::text[]))"
-    "   AND (%(job_types)s::text[] IS NULL OR job_type = ANY(%(job_types)s::text[]))"
-    "   AND queue <> ALL(ARRAY(SELECT queue FROM jobvisor_queue_pauses))"
-    "   AND job_type <> ALL(ARRAY(SELECT name FROM jobvisor_limits WHERE kind = 'type'))"
-    "   AND queue <> ALL(ARRAY(SELECT name FROM jobvisor_limits WHERE kind = 'queue'))"
-)
-
 JOB_CLAIM_AFTER: Final[LiteralString] = (
     # JOB_CLAIM from a bound onwards: jobs of a higher priority than the bound's,
     # then jobs of its priority past (run_at, id). Each branch is a range of the
@@ -208,13 +204,13 @@ JOB_CLAIM_AFTER: Final[LiteralString] = (
     "WITH higher AS ("
     " SELECT id FROM jobvisor_jobs"
     " WHERE status IN ('pending', 'retryable') AND priority > %(after_priority)s::int4"
-    + _CLAIM_FILTER
+    + _claim_filter
     + " ORDER BY priority DESC, run_at, id LIMIT %(limit)s FOR UPDATE SKIP LOCKED),"
     " after AS ("
     " SELECT id FROM jobvisor_jobs"
     " WHERE status IN ('pending', 'retryable') AND priority = %(after_priority)s::int4"
     "   AND (run_at, id) > (%(after_run_at)s::timestamptz, %(after_id)s::uuid)"
-    + _CLAIM_FILTER
+    + _claim_filter
     + " ORDER BY priority DESC, run_at, id"
     " LIMIT %(limit)s - (SELECT count(*) FROM higher) FOR UPDATE SKIP LOCKED),"
     " picked AS (SELECT id FROM higher UNION ALL SELECT id FROM after)"
