@@ -1,5 +1,6 @@
-"""The bounded claim (`ops.ClaimBounds`): on PostgreSQL a claim starts past
-the last job its queue claimed, so the index entries of claimed jobs that an
+"""The bounded claim (`ops.ClaimBounds`): on PostgreSQL, while the full claim
+is slow (here made to count as slow), a claim starts past the last job its
+queue claimed, so the index entries of claimed jobs that an
 open transaction keeps from vacuum are not read again. Jobs that land behind
 the bound are never lost nor left waiting: the full claim takes them when the
 bounded one finds nothing, at least every `FULL_CLAIM_EVERY`, and at once after
@@ -21,6 +22,13 @@ from jobvisor import Queue
 from jobvisor.queue import ops
 from tests.invariants import assert_invariants, status_counts
 from tests.queue.helpers import Clock
+
+
+@pytest.fixture(autouse=True)
+def _bounded(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every full claim counts as slow, as on a table with a dead head: the
+    claims that follow one are bounded."""
+    monkeypatch.setattr(ops, "FULL_CLAIM_SLOW", 0.0)
 
 
 def _claim_one_by_one(q: Queue) -> list[uuid.UUID]:
@@ -45,6 +53,24 @@ def test_a_job_enqueued_behind_the_bound_is_claimed_when_the_bounded_claim_runs_
     assert sorted(rest) == sorted([second, third, old])
     assert cqueue.claim("w", limit=10) == []
     assert status_counts(url) == {"running": 4}
+    assert_invariants(url)
+
+
+def test_after_a_fast_full_claim_the_next_claim_is_full_and_in_claim_order(
+    cqueue: Queue, clock: Clock, url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """On a table vacuum keeps clean the full claim is fast (here: any full
+    claim counts as fast), so no claim is bounded and a job that lands behind
+    the last one claimed is the next claim's first."""
+    monkeypatch.setattr(ops, "FULL_CLAIM_SLOW", 1e9)
+    t0 = clock()
+    later = cqueue.enqueue_many([{"job_type": "t", "run_at": t0 - dt.timedelta(seconds=10)}] * 3)
+    (job,) = cqueue.claim("w", limit=1)
+    assert job.id == later[0]
+    old = cqueue.enqueue("t", run_at=t0 - dt.timedelta(seconds=60))
+    (job,) = cqueue.claim("w", limit=1)
+    assert job.id == old
+    assert _claim_one_by_one(cqueue) == later[1:]
     assert_invariants(url)
 
 
@@ -116,7 +142,6 @@ def test_a_slow_full_claim_is_spaced_out_and_loses_nothing(
     bounded claim that finds nothing does not run it again at once; the job
     behind the bound stays pending for the next full claim, here another
     queue's (whose first claim is a full one)."""
-    monkeypatch.setattr(ops, "FULL_CLAIM_SLOW", 0.0)
     monkeypatch.setattr(ops, "FULL_CLAIM_SLOW_RATIO", 0.0)
     monkeypatch.setattr(ops, "FULL_CLAIM_SPACING", 1e9)
     q = jobvisor.connect(pg_url, clock=clock)

@@ -369,6 +369,27 @@ def test_limits_sync_writes_the_code_and_keeps_the_operators(queue: Queue) -> No
     assert {lim.name for lim in queue.limits()} == {"by_hand", "other_app", "report"}
 
 
+def _sync_limits_repeatedly(url: str, rounds: int) -> int:
+    """Write a type's declared limits as a booting worker does, alternating
+    between two versions of them so each write changes something."""
+    versions = [
+        [Limit(LimitScope.TYPE, "t", concurrency=n, key_rate="5/s", source=LimitSource.CODE)]
+        for n in (2, 3)
+    ]
+    with jobvisor.connect(url) as q:
+        return sum(q.limits_sync(versions[i % 2], job_types=["t"]) for i in range(rounds))
+
+
+def test_workers_booting_at_once_write_their_limits_without_a_deadlock(
+    make_queue: MakeQueue, url: str
+) -> None:
+    make_queue()  # migrated
+    changed = run_in_processes(_sync_limits_repeatedly, [(url, 30) for _ in range(4)])
+    assert sum(changed) > 0  # (a round may find another's write already there)
+    (limit,) = make_queue().limits()
+    assert limit.concurrency in (2, 3) and limit.key_rate == "5/s"
+
+
 def test_the_async_face_limits_too(url: str) -> None:
     async def body() -> None:
         async with jobvisor.connect_async(url) as q:

@@ -76,18 +76,22 @@ PLAIN_RECHECK = 0.05
 # do not hide the others.
 CLAIM_WINDOW_FACTOR = 4
 CLAIM_WINDOW_MIN = 64
-# A bounded claim (`ClaimBounds`) is followed by a full one at least this often,
-# and whenever it finds nothing: a job behind the bound (released, reaped, of
-# a resumed queue, enqueued with an older run_at or committed late, of another
-# priority) waits this long at most while the bounded claims find work.
+# Claims are bounded (`ClaimBounds`) only while the full claim is slow: it took
+# at least FULL_CLAIM_SLOW (below). Then a bounded claim is followed by a full
+# one at least this often, and whenever it finds nothing: a job behind the
+# bound (released, reaped, of a resumed queue, enqueued with an older run_at
+# or committed late, a retry come due) waits this long at most while the
+# bounded claims find work.
 FULL_CLAIM_EVERY = 1.0
 # ... unless the full claim is slow: then it waits this many times its own
 # last duration, so it takes at most a twentieth of the claim loop's time.
 FULL_CLAIM_SPACING = 20.0
-# A full claim is slow when it took this many times the bounded claim that
-# found nothing, and at least FULL_CLAIM_SLOW seconds: it reads a dead head
-# (the entries of claimed jobs an open transaction keeps from vacuum), which
-# the bounded claim skips. A machine that is slow slows both alike.
+# A full claim that took at least FULL_CLAIM_SLOW seconds reads a dead head
+# (the entries of claimed jobs an open transaction keeps from vacuum, which
+# the bounded claim skips): the claims that follow are bounded until a full
+# claim is fast again. Once bounded, a full claim counts as slow while it
+# takes this many times the bounded claim that found nothing, too: a machine
+# that is slow slows both alike.
 FULL_CLAIM_SLOW_RATIO = 10.0
 FULL_CLAIM_SLOW = 0.05
 # An error message is kept to this many characters: enough for a traceback's
@@ -155,10 +159,12 @@ class ClaimBounds:
     claim that starts at the head of the index reads them all (and each one's
     row in the table). A bounded claim (JOB_CLAIM_AFTER) starts its scan past
     the last job this queue claimed instead, so it reads only what other
-    claimers took since. Jobs that land behind the bound are the full
-    claim's: it runs when there is no bound, when the bounded claim finds
-    nothing, and at least every FULL_CLAIM_EVERY seconds; while it is slow
-    (it reads the dead head: FULL_CLAIM_SLOW_RATIO), no sooner than
+    claimers took since. Bounded claims run only while the full claim is
+    slow (FULL_CLAIM_SLOW): on a table vacuum keeps clean every claim is a
+    full one, in strict claim order. Jobs that land behind the bound are the
+    full claim's: it runs when there is no bound, when the bounded claim
+    finds nothing, and at least every FULL_CLAIM_EVERY seconds; while it is
+    slow (it reads the dead head: FULL_CLAIM_SLOW_RATIO), no sooner than
     FULL_CLAIM_SPACING times its last duration after the last one. Only a
     hint for where to look: a lost or stale bound costs a full claim, never
     a job."""
@@ -169,20 +175,18 @@ class ClaimBounds:
         self._bounds: dict[Any, Position] = {}
         self._full: dict[Any, tuple[float, float]] = {}  # last full claim: end, duration
 
-    def _since_full(self, key: Any) -> tuple[float, float]:
-        end, took = self._full.get(key, (-math.inf, 0.0))
-        return time.monotonic() - end, took * FULL_CLAIM_SPACING
-
     def bound(self, key: Any) -> Position | None:
         """The bound for the next claim with this filter, or None when it is
-        to be a full claim."""
-        since, spacing = self._since_full(key)
-        if since >= max(FULL_CLAIM_EVERY, spacing):
+        to be a full claim: always while the last full claim was fast."""
+        end, took = self._full.get(key, (-math.inf, 0.0))
+        if took < FULL_CLAIM_SLOW:
+            return None
+        if time.monotonic() - end >= max(FULL_CLAIM_EVERY, took * FULL_CLAIM_SPACING):
             return None
         return self._bounds.get(key)
 
     def full_after_dry(self, key: Any, took: float) -> bool:
-        """Whether a bounded claim that found nothing (in `took` seconds) is
+        """Whether a bounded claim that came back short (in `took` seconds) is
         followed by a full one now: unless the last full claim was slow and
         recent."""
         end, full_took = self._full.get(key, (-math.inf, 0.0))
@@ -672,21 +676,25 @@ def _claim_plain(ctx: Ctx, params: dict[str, Any], key: Any) -> Steps[list[Job]]
     claim finds nothing, the full claim from the head of the claim index."""
     d, bounds = ctx.dialect, ctx.claim_bounds
     bound = bounds.bound(key) if d.bounded_claim else None
+    jobs: list[Job] = []
     if bound is not None:
         after = {"after_priority": -bound[0], "after_run_at": bound[1], "after_id": bound[2]}
         began = time.monotonic()
         rows = yield Stmt(d.sql.JOB_CLAIM_AFTER, {**params, **after}, fetch="all")
-        if rows or not bounds.full_after_dry(key, time.monotonic() - began):
-            jobs = [d.job(r) for r in rows]
-            bounds.claimed(key, jobs, full=False)
+        jobs = [d.job(r) for r in rows]
+        bounds.claimed(key, jobs, full=False)
+        if len(jobs) == params["limit"] or not bounds.full_after_dry(key, time.monotonic() - began):
             return jobs
+    # Past a bounded claim that came back short, the full claim asks for the rest.
     began = time.monotonic()
-    rows = yield Stmt(d.sql.JOB_CLAIM, params, fetch="all")
+    rows = yield Stmt(
+        d.sql.JOB_CLAIM, {**params, "limit": params["limit"] - len(jobs)}, fetch="all"
+    )
     took = time.monotonic() - began
-    jobs = [d.job(r) for r in rows]
+    full = [d.job(r) for r in rows]
     if d.bounded_claim:
-        bounds.claimed(key, jobs, full=True, took=took)
-    return jobs
+        bounds.claimed(key, full, full=True, took=took)
+    return jobs + full
 
 
 def _claim_limited(ctx: Ctx, params: dict[str, Any], room: int, key: Any) -> Steps[list[Job]]:
@@ -1589,14 +1597,27 @@ def _limits_write(
 ) -> Steps[None]:
     """Write and remove limits so that they hold from the commit on: on
     PostgreSQL after the claims in flight ended (as `pause` waits for them)."""
-    sql = ctx.dialect.sql
     ctx.limits_seen.forget()
     if not rows and not clear:
         return
+    yield from _limits_lock(ctx)
+    yield from _limits_apply(ctx, rows, clear)
+
+
+def _limits_lock(ctx: Ctx) -> Steps[None]:
+    """Wait (at most PAUSE_LOCK_TIMEOUT_MS on PostgreSQL) for the claims in
+    flight, and hold new ones, until the transaction commits."""
+    sql = ctx.dialect.sql
     timeout = {"lock_timeout": f"{PAUSE_LOCK_TIMEOUT_MS}ms"}
     if ctx.dialect.notifies:
         yield Stmt(sql.QUEUE_PAUSE_LOCK_TIMEOUT, timeout, fetch="all")
     yield Stmt(sql.LIMIT_TABLE_LOCK)
+
+
+def _limits_apply(
+    ctx: Ctx, rows: Sequence[dict[str, Any]], clear: Sequence[dict[str, Any]]
+) -> Steps[None]:
+    sql = ctx.dialect.sql
     for row in rows:
         yield Stmt(sql.LIMIT_SET, row)
     for row in clear:
@@ -1712,7 +1733,7 @@ def limits_sync(ctx: Ctx, declared: Sequence[Limit], *, job_types: Sequence[str]
     handled = {validate.name("job_type", t) for t in job_types}
     sql = ctx.dialect.sql
 
-    def steps() -> Steps[int]:
+    def changes() -> Steps[tuple[list[dict[str, Any]], list[dict[str, Any]]]]:
         current = {
             (lim.scope.value, lim.name): lim
             for lim in map(limit_from_row, (yield Stmt(sql.LIMIT_LIST, fetch="all")))
@@ -1726,7 +1747,21 @@ def limits_sync(ctx: Ctx, declared: Sequence[Limit], *, job_types: Sequence[str]
             and (kind, name) not in rows
             and lim.source is LimitSource.CODE
         ]
-        yield from _limits_write(ctx, wanted, stale)
+        return wanted, stale
+
+    def steps() -> Steps[int]:
+        ctx.limits_seen.forget()
+        wanted, stale = yield from changes()
+        if not wanted and not stale:
+            return 0
+        # The read's lock ends before the wait for the write lock: two workers
+        # booting at once would each hold the one and wait for the other's.
+        # Under the write lock the limits are read again (another may have
+        # written them meanwhile).
+        yield COMMIT
+        yield from _limits_lock(ctx)
+        wanted, stale = yield from changes()
+        yield from _limits_apply(ctx, wanted, stale)
         return len(wanted) + len(stale)
 
     return Plan(steps())
