@@ -171,17 +171,9 @@ _claim_filter: Final[LiteralString] = (
     "   AND queue <> ALL(ARRAY(SELECT name FROM jobvisor_limits WHERE kind = 'queue'))"
 )
 
-JOB_CLAIM: Final[LiteralString] = (
-    # Claim up to `limit` due jobs in priority order, skipping rows others hold,
-    # jobs of paused queues and jobs of limited types and queues (JOB_CLAIM_LIMITED
-    # takes those); the pause and limit lists are read once per statement.
-    # `token` is the claim's own, made by the caller.
-    "WITH picked AS ("
-    " SELECT id FROM jobvisor_jobs"
-    " WHERE status IN ('pending', 'retryable')"
-    + _claim_filter
-    + " ORDER BY priority DESC, run_at, id"
-    " LIMIT %(limit)s FOR UPDATE SKIP LOCKED)"
+_claim_take: Final[LiteralString] = (
+    # Every claim's end: the jobs of its `picked` set turn running under the
+    # claim's token and lease, and come back whole.
     " UPDATE jobvisor_jobs AS j SET status = 'running', attempts = j.attempts + 1,"
     " claim_token = %(token)s::uuid, worker_id = %(worker_id)s,"
     " lease_expires_at = %(now)s::timestamptz"
@@ -192,6 +184,19 @@ JOB_CLAIM: Final[LiteralString] = (
     " j.attempts, j.max_attempts, j.last_error, j.correlation_id, j.dedupe_key,"
     " j.lease_expires_at, j.claim_token, j.worker_id, j.created_at, j.started_at,"
     " j.finished_at, j.meta"
+)
+
+JOB_CLAIM: Final[LiteralString] = (
+    # Claim up to `limit` due jobs in priority order, skipping rows others hold,
+    # jobs of paused queues and jobs of limited types and queues (JOB_CLAIM_LIMITED
+    # takes those); the pause and limit lists are read once per statement.
+    # `token` is the claim's own, made by the caller.
+    "WITH picked AS ("
+    " SELECT id FROM jobvisor_jobs"
+    " WHERE status IN ('pending', 'retryable')"
+    + _claim_filter
+    + " ORDER BY priority DESC, run_at, id"
+    " LIMIT %(limit)s FOR UPDATE SKIP LOCKED)" + _claim_take
 )
 
 JOB_CLAIM_AFTER: Final[LiteralString] = (
@@ -213,17 +218,7 @@ JOB_CLAIM_AFTER: Final[LiteralString] = (
     + _claim_filter
     + " ORDER BY priority DESC, run_at, id"
     " LIMIT %(limit)s - (SELECT count(*) FROM higher) FOR UPDATE SKIP LOCKED),"
-    " picked AS (SELECT id FROM higher UNION ALL SELECT id FROM after)"
-    " UPDATE jobvisor_jobs AS j SET status = 'running', attempts = j.attempts + 1,"
-    " claim_token = %(token)s::uuid, worker_id = %(worker_id)s,"
-    " lease_expires_at = %(now)s::timestamptz"
-    "   + %(lease)s::float8 * interval '1 second',"
-    " started_at = %(now)s::timestamptz"
-    " FROM picked WHERE j.id = picked.id"
-    " RETURNING j.id, j.queue, j.job_type, j.payload, j.priority, j.run_at, j.status,"
-    " j.attempts, j.max_attempts, j.last_error, j.correlation_id, j.dedupe_key,"
-    " j.lease_expires_at, j.claim_token, j.worker_id, j.created_at, j.started_at,"
-    " j.finished_at, j.meta"
+    " picked AS (SELECT id FROM higher UNION ALL SELECT id FROM after)" + _claim_take
 )
 
 LIMIT_LOCK: Final[LiteralString] = (
@@ -318,17 +313,7 @@ JOB_CLAIM_LIMITED: Final[LiteralString] = (
     " picked AS (SELECT id FROM (SELECT id, priority, run_at, qroom, row_number() OVER ("
     "   PARTITION BY queue ORDER BY priority DESC, run_at, id) AS qn FROM by_type) AS c"
     "   WHERE qn <= coalesce(qroom, qn)"
-    "   ORDER BY priority DESC, run_at, id LIMIT %(limit)s)"
-    " UPDATE jobvisor_jobs AS j SET status = 'running', attempts = j.attempts + 1,"
-    " claim_token = %(token)s::uuid, worker_id = %(worker_id)s,"
-    " lease_expires_at = %(now)s::timestamptz"
-    "   + %(lease)s::float8 * interval '1 second',"
-    " started_at = %(now)s::timestamptz"
-    " FROM picked WHERE j.id = picked.id"
-    " RETURNING j.id, j.queue, j.job_type, j.payload, j.priority, j.run_at, j.status,"
-    " j.attempts, j.max_attempts, j.last_error, j.correlation_id, j.dedupe_key,"
-    " j.lease_expires_at, j.claim_token, j.worker_id, j.created_at, j.started_at,"
-    " j.finished_at, j.meta"
+    "   ORDER BY priority DESC, run_at, id LIMIT %(limit)s)" + _claim_take
 )
 
 LIMIT_TAKE_TOKENS: Final[LiteralString] = (
