@@ -183,7 +183,7 @@ class Supervisor:
             return int(self.exit_code)
         finally:
             await self._finish()
-            ignore_signals(loop)
+            ignore_signals()
 
     def _fail(self, code: ExitCode) -> bool:
         if self.exit_code == ExitCode.OK:

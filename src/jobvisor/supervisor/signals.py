@@ -5,7 +5,6 @@ is `decisions.escalate` (the stops) and the arbiter's `_handle_signal`."""
 
 from __future__ import annotations
 
-import asyncio
 import signal
 from typing import Final
 
@@ -19,17 +18,17 @@ HANDLED_SIGNALS: Final = (
 )
 
 
-def ignore_signals(loop: asyncio.AbstractEventLoop) -> None:
+def ignore_signals() -> None:
     """Hand the signals back from the loop, ignored. Removing a loop's handler
     restores the default action, and a SIGTERM arriving then, while the
     process winds down after a clean stop (a storm of them, an impatient
     operator), would kill it and turn exit code 0 into death by SIGTERM (or
-    SIGINT into a KeyboardInterrupt). Blocked meanwhile, so none slips through
-    between the two steps; one pending is discarded by SIG_IGN."""
-    previous = signal.pthread_sigmask(signal.SIG_BLOCK, HANDLED_SIGNALS)
-    try:
-        for signum in HANDLED_SIGNALS:
-            loop.remove_signal_handler(signum)
-            signal.signal(signum, signal.SIG_IGN)
-    finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
+    SIGINT into a KeyboardInterrupt). Blocking the signals meanwhile is not
+    enough: the mask is the calling thread's, and the kernel hands a signal
+    to any thread that does not block it (a pool's, an executor's). So each
+    signal goes straight from the loop's handler to SIG_IGN, never through
+    the default action; the loop keeps its record of the handler, and
+    uvloop's close, which finds its signal handling already paused, leaves
+    the disposition as it is."""
+    for signum in HANDLED_SIGNALS:
+        signal.signal(signum, signal.SIG_IGN)
