@@ -179,7 +179,10 @@ def test_no_claim_takes_a_job_after_pause_returns_under_racing_claimers(
     assert claimed_after_pause(url) == []
     assert queue_counts(url, "open") == {"completed": 3000}
     waiting = queue_counts(url, "paused")
-    assert waiting.get("pending", 0) > 0
+    if not url.startswith("sqlite"):
+        # SQLite's write lock is not granted in turn: a pause may wait until
+        # the claimers ran out of jobs, and then holds nothing back.
+        assert waiting.get("pending", 0) > 0
     assert set(waiting) <= {"pending", "completed"}
     queue.resume("paused")
     run_in_processes(child_claim_all, [(url, "w3", 50)])
