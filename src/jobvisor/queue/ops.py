@@ -78,7 +78,7 @@ CLAIM_WINDOW_FACTOR = 4
 CLAIM_WINDOW_MIN = 64
 # Claims are bounded (`ClaimBounds`) only while the full claim is slow: it took
 # at least FULL_CLAIM_SLOW (below). Then a bounded claim is followed by a full
-# one at least this often, and whenever it finds nothing: a job behind the
+# one at least this often, and whenever it comes back short: a job behind the
 # bound (released, reaped, of a resumed queue, enqueued with an older run_at
 # or committed late, a retry come due) waits this long at most while the
 # bounded claims find work.
@@ -163,7 +163,7 @@ class ClaimBounds:
     slow (FULL_CLAIM_SLOW): on a table vacuum keeps clean every claim is a
     full one, in strict claim order. Jobs that land behind the bound are the
     full claim's: it runs when there is no bound, when the bounded claim
-    finds nothing, and at least every FULL_CLAIM_EVERY seconds; while it is
+    comes back short (for the rest), and at least every FULL_CLAIM_EVERY seconds; while it is
     slow (it reads the dead head: FULL_CLAIM_SLOW_RATIO), no sooner than
     FULL_CLAIM_SPACING times its last duration after the last one. Only a
     hint for where to look: a lost or stale bound costs a full claim, never
