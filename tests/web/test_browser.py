@@ -27,10 +27,13 @@ CHROMEDRIVER = "/usr/bin/chromedriver"
 CHROMIUM = "/usr/bin/chromium"
 
 webdriver = pytest.importorskip("selenium.webdriver", reason="selenium is not installed")
-from selenium.common.exceptions import WebDriverException  # noqa: E402
+from selenium.common.exceptions import (  # noqa: E402
+    StaleElementReferenceException,
+    WebDriverException,
+)
 from selenium.webdriver.common.by import By  # noqa: E402
 from selenium.webdriver.remote.webdriver import WebDriver  # noqa: E402
-from selenium.webdriver.support.expected_conditions import staleness_of  # noqa: E402
+from selenium.webdriver.remote.webelement import WebElement  # noqa: E402
 from selenium.webdriver.support.ui import Select, WebDriverWait  # noqa: E402
 
 
@@ -86,8 +89,23 @@ def go(browser: WebDriver, by: str, value: str) -> None:
         # says so. The wait below still fails if nothing was clicked.
         if "does not belong to the document" not in str(exc):
             raise
-    wait.until(staleness_of(old))
+    wait.until(lambda _: gone(old))
     wait.until(loaded)
+
+
+def gone(element: WebElement) -> bool:
+    """Whether the page holding the element has been replaced. Chromedriver
+    answers a node of a replaced page either as stale or, while the new page
+    is being attached, as "not belonging to the document"; both mean gone."""
+    try:
+        element.is_enabled()
+    except WebDriverException as exc:
+        if isinstance(exc, StaleElementReferenceException):
+            return True
+        if "does not belong to the document" in str(exc):
+            return True
+        raise
+    return False
 
 
 def loaded(browser: WebDriver) -> bool:
