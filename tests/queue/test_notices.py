@@ -103,6 +103,8 @@ def test_sqlite_notices_arrive_after_an_enqueue(sqlite_url: str) -> None:
         Notice(NoticeKind.MISSED),
         Notice("cancel", "mail", uuid.uuid4()),
         Notice("paused", "{x"),
+        Notice(NoticeKind.JOB, "mail", priority=7),
+        Notice(NoticeKind.JOB, "mail", priority=-2),
     ],
 )
 def test_a_notice_travels_as_its_payload(notice: Notice) -> None:
@@ -113,6 +115,38 @@ def test_a_new_job_notice_is_the_bare_queue_name() -> None:
     # What enqueue's NOTIFY sends (and what every deployed worker reads).
     assert Notice(NoticeKind.JOB, "mail").payload() == "mail"
     assert Notice.parse("mail") == Notice(NoticeKind.JOB, "mail")
+
+
+def test_a_new_job_notice_says_a_priority_other_than_0(pg_url: str) -> None:
+    """A worker busy with jobs of a lower priority claims such a job at once
+    (the express claim), so the notice of every kind of enqueue carries it."""
+    with jobvisor.connect(pg_url) as q:
+        q.migrate()
+
+    async def body() -> list[Notice]:
+        got: list[Notice] = []
+        async with jobvisor.connect_async(pg_url) as q:
+            notices = q.notifications(queues=["mail"])
+            await _next(notices)  # missed: listening begins
+            await _until_listening(pg_url)
+            await q.enqueue("t", queue="mail", priority=10)
+            got.append(await _next(notices))
+            await q.enqueue("t", queue="mail", priority=-3, dedupe_key="k")
+            got.append(await _next(notices))
+            await q.enqueue("t", queue="mail", priority=4, unique=jobvisor.Unique(key="u"))
+            got.append(await _next(notices))
+            await q.enqueue("t", queue="mail")
+            got.append(await _next(notices))
+            await notices.aclose()
+        return got
+
+    assert run_async(body) == [
+        Notice(NoticeKind.JOB, "mail", priority=10),
+        Notice(NoticeKind.JOB, "mail", priority=-3),
+        Notice(NoticeKind.JOB, "mail", priority=4),
+        Notice(NoticeKind.JOB, "mail"),
+    ]
+    assert Notice(NoticeKind.JOB, "mail", priority=0).payload() == "mail"
 
 
 def test_notifications_refuse_a_bad_queue_list(sqlite_url: str) -> None:

@@ -160,6 +160,7 @@ class SqlSet(Protocol):
     JOB_NOTIFY: LiteralString
     JOB_CLAIM: LiteralString
     JOB_CLAIM_AFTER: LiteralString
+    JOB_CLAIM_ABOVE: LiteralString
     LIMIT_LOCK: LiteralString
     JOB_CLAIM_LIMITED: LiteralString
     LIMIT_TAKE_TOKENS: LiteralString

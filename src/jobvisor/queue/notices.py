@@ -4,7 +4,9 @@ Every notice travels on one PostgreSQL channel (`sql_postgres.NOTIFY_CHANNEL`).
 A new job's notice is the bare queue name, the smallest payload for the most
 frequent notice (and the one every deployed worker understands); any other
 kind is a JSON object `{"kind": …, "queue": …, "id": …}` that may carry more
-keys, so a feature that needs its own notice adds a kind, not a channel.
+keys, so a feature that needs its own notice adds a kind, not a channel. A
+new job of a priority other than 0 is such an object too, with its
+`priority`: a worker busy with jobs of a lower priority claims it at once.
 SQLite has no notifications: a poll of the file's change counter stands in.
 """
 
@@ -54,16 +56,20 @@ class Notice:
     kind: str
     queue: str | None = None
     id: uuid.UUID | None = None
+    priority: int | None = None  # a new job's, when not 0
 
     def payload(self) -> str:
         """The NOTIFY payload that carries this notice."""
-        if self.kind == NoticeKind.JOB and self.id is None and self.queue is not None:
+        bare = self.id is None and not self.priority
+        if self.kind == NoticeKind.JOB and self.queue is not None and bare:
             return self.queue
         fields: dict[str, Any] = {"kind": str(self.kind)}
         if self.queue is not None:
             fields["queue"] = self.queue
         if self.id is not None:
             fields["id"] = str(self.id)
+        if self.priority:
+            fields["priority"] = self.priority
         return json.dumps(fields, separators=(",", ":"))
 
     @classmethod
@@ -73,10 +79,12 @@ class Notice:
             try:
                 fields = json.loads(payload)
                 raw_id = fields.get("id")
+                priority = fields.get("priority")
                 return cls(
                     kind=str(fields["kind"]),
                     queue=fields.get("queue"),
                     id=None if raw_id is None else uuid.UUID(raw_id),
+                    priority=priority if type(priority) is int else None,
                 )
             except (ValueError, TypeError, KeyError, AttributeError):
                 pass  # a queue whose name starts with "{"

@@ -623,13 +623,21 @@ def claim(
     job_types: Iterable[str] | None = None,
     limit: int = 1,
     lease: float | dt.timedelta | None = None,
+    above_priority: int | None = None,
 ) -> Plan[list[Job]]:
     """Claim up to `limit` due jobs for `worker_id`, highest priority first, then
     oldest `run_at`, then id. Each claimed job has its attempt counted, the
     claim's fresh token and a lease of `lease` seconds from the database clock. Two
-    claimers never receive the same job. An empty or missing filter means all."""
+    claimers never receive the same job. An empty or missing filter means all.
+
+    With `above_priority`, only jobs of a higher priority than that, and none
+    of a limited type or queue: the claim of a worker busy with jobs of that
+    priority when a job that jumps the queue arrives. It reads the claim
+    index from its head, so it is quick while few such jobs wait."""
     validate.name("worker_id", worker_id)
     validate.count("limit", limit, high=validate.MAX_CLAIM_LIMIT)
+    if above_priority is not None:
+        validate.count("above_priority", above_priority, low=-(2**31), high=validate.MAX_INT32)
     seconds = _lease(ctx, lease)
     d = ctx.dialect
     queue_list, type_list = _names("queues", queues), _names("job_types", job_types)
@@ -646,6 +654,8 @@ def claim(
         "token": d.claim_token(uuid.uuid4()),
     }
 
+    if above_priority is not None:
+        return _claim_above(ctx, {**params, "above": above_priority})
     seen = ctx.limits_seen
     key = (queue_list and tuple(queue_list), type_list and tuple(type_list))
 
@@ -667,6 +677,16 @@ def claim(
         return jobs
 
     # Each statement commits by itself, but for the limited claim's few.
+    return Plan(steps(), transaction=False, planner=True)
+
+
+def _claim_above(ctx: Ctx, params: dict[str, Any]) -> Plan[list[Job]]:
+    def steps() -> Steps[list[Job]]:
+        rows = yield Stmt(ctx.dialect.sql.JOB_CLAIM_ABOVE, params, fetch="all")
+        jobs = [ctx.dialect.job(r) for r in rows]
+        jobs.sort(key=lambda j: (-j.priority, j.run_at, j.id))
+        return jobs
+
     return Plan(steps(), transaction=False, planner=True)
 
 

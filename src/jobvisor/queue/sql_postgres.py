@@ -62,6 +62,13 @@ JOB_COLUMNS_COPY: Final[LiteralString] = (
     " dedupe_key, correlation_id, created_at, meta, concurrency_key) FROM STDIN (FORMAT BINARY)"
 )
 
+_JOB_NOTICE: Final[LiteralString] = (
+    # A new job's notice (see `notices`): the bare queue name, or with a
+    # priority other than 0 a JSON object that carries it.
+    "pg_notify('" + NOTIFY_CHANNEL + "', CASE WHEN priority = 0 THEN queue ELSE"
+    " json_build_object('kind', 'job', 'queue', queue, 'priority', priority)::text END)"
+)
+
 JOB_INSERT: Final[LiteralString] = (
     # Insert one job unless a live job has its dedupe key; returns the new id or
     # nothing. With `notify`, a new job wakes idle workers (at its commit).
@@ -75,8 +82,8 @@ JOB_INSERT: Final[LiteralString] = (
     " %(now)s::timestamptz, %(meta)s::jsonb, %(concurrency_key)s)"
     " ON CONFLICT (dedupe_key) WHERE dedupe_key IS NOT NULL"
     "   AND status IN ('pending', 'running', 'retryable') DO NOTHING"
-    " RETURNING id, queue)"
-    " SELECT id, CASE WHEN %(notify)s::bool THEN pg_notify('" + NOTIFY_CHANNEL + "', queue) END"
+    " RETURNING id, queue, priority)"
+    " SELECT id, CASE WHEN %(notify)s::bool THEN " + _JOB_NOTICE + " END"
     " FROM inserted"
 )
 
@@ -104,8 +111,8 @@ _UNIQUE_INSERT: Final[LiteralString] = (
 JOB_INSERT_UNIQUE: Final[LiteralString] = (
     # Insert one job unless a job holds its unique key; returns the new id or
     # nothing. With `notify`, a new job wakes idle workers (at its commit).
-    "WITH written AS (" + _UNIQUE_INSERT + " DO NOTHING RETURNING id, queue)"
-    " SELECT id, CASE WHEN %(notify)s::bool THEN pg_notify('" + NOTIFY_CHANNEL + "', queue) END"
+    "WITH written AS (" + _UNIQUE_INSERT + " DO NOTHING RETURNING id, queue, priority)"
+    " SELECT id, CASE WHEN %(notify)s::bool THEN " + _JOB_NOTICE + " END"
     " FROM written"
 )
 
@@ -115,8 +122,8 @@ JOB_INSERT_UNIQUE_REPLACE: Final[LiteralString] = (
     # left as it is and nothing is returned.
     "WITH written AS (" + _UNIQUE_INSERT + " DO UPDATE SET payload = excluded.payload,"
     " run_at = excluded.run_at WHERE jobvisor_jobs.status = 'pending'"
-    " RETURNING id, queue)"
-    " SELECT id, CASE WHEN %(notify)s::bool THEN pg_notify('" + NOTIFY_CHANNEL + "', queue) END"
+    " RETURNING id, queue, priority)"
+    " SELECT id, CASE WHEN %(notify)s::bool THEN " + _JOB_NOTICE + " END"
     " FROM written"
 )
 
@@ -194,6 +201,18 @@ JOB_CLAIM: Final[LiteralString] = (
     "WITH picked AS ("
     " SELECT id FROM jobvisor_jobs"
     " WHERE status IN ('pending', 'retryable')"
+    + _claim_filter
+    + " ORDER BY priority DESC, run_at, id"
+    " LIMIT %(limit)s FOR UPDATE SKIP LOCKED)" + _claim_take
+)
+
+JOB_CLAIM_ABOVE: Final[LiteralString] = (
+    # JOB_CLAIM of jobs of a priority above `above` only: a worker busy with
+    # jobs of that priority takes a job that jumps the queue (the claim
+    # index's range of higher priorities, read from its head).
+    "WITH picked AS ("
+    " SELECT id FROM jobvisor_jobs"
+    " WHERE status IN ('pending', 'retryable') AND priority > %(above)s::int4"
     + _claim_filter
     + " ORDER BY priority DESC, run_at, id"
     " LIMIT %(limit)s FOR UPDATE SKIP LOCKED)" + _claim_take

@@ -143,10 +143,10 @@ JOB_NOTIFY: Final[LiteralString] = (
     "SELECT :queue"
 )
 
-JOB_CLAIM: Final[LiteralString] = (
-    # Claim up to `limit` due jobs in priority order, none of a paused queue nor
-    # of a limited type or queue (JOB_CLAIM_LIMITED takes those); `token` is
-    # the claim's own, made by the caller.
+
+# Every claim of unlimited jobs: its head, then what it may ask of a job
+# besides its status, then its tail.
+_claim_head: Final[LiteralString] = (
     "UPDATE jobvisor_jobs SET status = 'running', attempts = attempts + 1,"
     " claim_token = :token, worker_id = :worker_id,"
     " lease_expires_at = :now + :lease,"
@@ -154,6 +154,8 @@ JOB_CLAIM: Final[LiteralString] = (
     " WHERE id IN ("
     " SELECT id FROM jobvisor_jobs"
     " WHERE status IN ('pending', 'retryable')"
+)
+_claim_tail: Final[LiteralString] = (
     "   AND run_at <= :now"
     "   AND (:queues IS NULL OR queue IN (SELECT value FROM json_each(:queues)))"
     "   AND (:job_types IS NULL OR job_type IN (SELECT value FROM json_each(:job_types)))"
@@ -164,6 +166,19 @@ JOB_CLAIM: Final[LiteralString] = (
     " RETURNING id, queue, job_type, payload, priority, run_at, status, attempts,"
     " max_attempts, last_error, correlation_id, dedupe_key, lease_expires_at, claim_token,"
     " worker_id, created_at, started_at, finished_at, meta"
+)
+
+JOB_CLAIM: Final[LiteralString] = (
+    # Claim up to `limit` due jobs in priority order, none of a paused queue nor
+    # of a limited type or queue (JOB_CLAIM_LIMITED takes those); `token` is
+    # the claim's own, made by the caller.
+    _claim_head + _claim_tail
+)
+
+JOB_CLAIM_ABOVE: Final[LiteralString] = (
+    # JOB_CLAIM of jobs of a priority above `above` only (a job that jumps the
+    # queue of a busy worker).
+    _claim_head + " AND priority > :above" + _claim_tail
 )
 
 # SQLite updates the claim index in place: no entries of claimed jobs to skip,

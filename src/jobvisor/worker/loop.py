@@ -6,6 +6,11 @@ a few in-memory tables and never block each other:
 - the claim loop claims as many jobs as there are free slots, in one
   statement, and starts a task per job. It sleeps when the queue is empty
   (until a PostgreSQL NOTIFY, or an adaptive poll) or when every slot is busy.
+- a job that jumps the queue (a higher priority than the jobs of the last
+  full claim) does not wait for the next turn of a busy claim loop: its
+  notice starts an express claim of one job of a higher priority at once,
+  into the slot the claim loop of a worker with many slots leaves to it
+  (`EXPRESS_MIN_CONCURRENCY`).
 - a job task runs the handler (on the loop, or in the thread pool for a plain
   function) under the job's correlation id and its timeout, then records the
   outcome in a buffer. It never writes to the database itself.
@@ -99,6 +104,11 @@ LISTEN_RETRY_CAP: Final = 5.0
 # long as it runs, so an app with any of them keeps the smaller figure.
 ASYNC_CONCURRENCY: Final = 200
 THREAD_CONCURRENCY: Final = 20
+
+# The claim loop of a worker with at least this many slots leaves one of
+# them (at most 1%) to express claims, for a job that jumps the queue while
+# the worker is busy. A new job's notice says its priority: this needs LISTEN.
+EXPRESS_MIN_CONCURRENCY: Final = 100
 
 
 def auto_concurrency(registry: Registry) -> int:
@@ -253,6 +263,14 @@ class Worker:
         self._fast = False
         self._closing = False  # the final flush: the flush loop ends when the buffers are empty
         self._wake = asyncio.Event()  # NOTIFY arrived, or stop
+        # Express claims (see the module's note): on while this is true; the
+        # lowest priority of the last claim that filled every slot asked for
+        # (None: the last claim came back short, the worker is not busy).
+        self._express_on = self._listens and concurrency >= EXPRESS_MIN_CONCURRENCY
+        self._busy_with: int | None = None
+        self._express: asyncio.Task[None] | None = None
+        self._express_again = False  # another notice came while one ran
+        self._claiming = 0  # the limit of the claim loop's claim in flight
         self._slot_free = asyncio.Event()
         self._flush_wanted = asyncio.Event()
         self._executor: concurrent.futures.ThreadPoolExecutor | None = None
@@ -323,8 +341,11 @@ class Worker:
             await self._stop_requested.wait()
             # A claim in flight finishes (its jobs are released); one stuck
             # waiting for an unreachable database is abandoned.
-            await asyncio.wait([claimer], timeout=max(1.0, self.shutdown_timeout))
+            claims = [claimer] + ([self._express] if self._express else [])
+            await asyncio.wait(claims, timeout=max(1.0, self.shutdown_timeout))
             claimer.cancel()
+            if self._express is not None:
+                self._express.cancel()
             await self._drain()
             self._closing = True
             self._flush_wanted.set()
@@ -443,12 +464,13 @@ class Worker:
         idle_wait = MIN_POLL
         queues = list(self.queues) or None
         while not self.stopping:
-            free = self.concurrency - len(self._running)
+            free = self.concurrency - len(self._running) - self._kept_for_express()
             if free <= 0:
                 self._slot_free.clear()
                 await self._slot_free.wait()
                 continue
             self._wake.clear()
+            self._claiming = free
             try:
                 jobs = await self.queue.claim(
                     self.worker_id, queues=queues, limit=free, lease=self.lease
@@ -456,6 +478,8 @@ class Worker:
             except Exception as exc:
                 await self._wait_wake(self._retry_in(Loop.CLAIM, exc))
                 continue
+            finally:
+                self._claiming = 0
             if self._failing:
                 self._recovered(Loop.CLAIM)
             self.metrics.claimed(len(jobs))
@@ -467,12 +491,59 @@ class Worker:
                 return
             for job in jobs:
                 self._start(job)
+            self._busy_with = min(j.priority for j in jobs) if len(jobs) == free else None
             if len(jobs) == free:
                 idle_wait = MIN_POLL
                 await asyncio.sleep(0)  # let the loop breathe between full batches
                 continue
             idle_wait = MIN_POLL if jobs else min(idle_wait * 2, self._max_poll)
             await self._wait_wake(idle_wait)
+
+    def _kept_for_express(self) -> int:
+        """The slots the claim loop leaves to express claims."""
+        return 1 if self._express_on else 0
+
+    def _jump(self, priority: int) -> None:
+        """A job of `priority` is new: claim it at once if it jumps the queue
+        of a busy worker."""
+        busy_with = self._busy_with
+        if not self._express_on or busy_with is None or priority <= busy_with or self.stopping:
+            return
+        if self._express is not None and not self._express.done():
+            self._express_again = True
+            return
+        self._express = asyncio.create_task(self._express_claim(busy_with), name="express")
+
+    async def _express_claim(self, above: int) -> None:
+        """Claim jobs of a priority above `above` one at a time while a slot
+        is free and notices keep coming. An error only costs the express:
+        the claim loop takes the job in its turn (and handles the error)."""
+        while not self.stopping and len(self._running) + self._claiming < self.concurrency:
+            self._express_again = False
+            try:
+                jobs = await self.queue.claim(
+                    self.worker_id,
+                    queues=list(self.queues) or None,
+                    limit=1,
+                    lease=self.lease,
+                    above_priority=above,
+                )
+            except Exception as exc:
+                if classify(exc) is Fault.PERMANENT:
+                    self._express_on = False
+                    log.error("worker.express_off", worker_id=self.worker_id, error=error_text(exc))
+                return
+            self.metrics.claimed(len(jobs))
+            if self.stopping:  # claimed while the stop arrived: give them back
+                for job in jobs:
+                    self._held[job.id] = job
+                    self._released.append(job)
+                self._flush_wanted.set()
+                return
+            for job in jobs:
+                self._start(job)
+            if not (jobs or self._express_again):
+                return
 
     async def _wait_wake(self, seconds: float) -> None:
         if self._wake.is_set():
@@ -500,6 +571,8 @@ class Worker:
                         self._recovered(Loop.LISTEN)
                     elif notice.kind == NoticeKind.DONE:
                         continue  # a job ended: no new work
+                    elif notice.priority is not None:
+                        self._jump(notice.priority)
                     self._wake.set()
             except Exception as exc:
                 delay = self._retry_in(

@@ -1,0 +1,102 @@
+"""The express claim: a worker whose slots are all busy with jobs of one
+priority still starts a job of a higher priority at once, in the slot its
+claim loop leaves free, and never runs more jobs than its concurrency."""
+
+from __future__ import annotations
+
+import asyncio
+
+import jobvisor
+from jobvisor import JobContext, JobStatus, Registry
+from jobvisor.worker.loop import EXPRESS_MIN_CONCURRENCY, Worker
+
+DEADLINE = 30.0  # bound on every wait; never reached when things work
+SLOTS = EXPRESS_MIN_CONCURRENCY
+
+
+async def _count(q: jobvisor.AsyncQueue, status: JobStatus) -> int:
+    return (await q.summary()).count(status)
+
+
+async def _until(q: jobvisor.AsyncQueue, status: JobStatus, want: int) -> None:
+    async with asyncio.timeout(DEADLINE):
+        while True:  # the timeout ends a wait that lasts
+            if await _count(q, status) == want:
+                return
+            await asyncio.sleep(0.02)
+
+
+def _registry(release: asyncio.Event, started: list[str], high: asyncio.Event) -> Registry:
+    registry = Registry()
+
+    @registry.handler("block")
+    async def block(job: JobContext) -> None:
+        started.append("block")
+        await release.wait()
+
+    @registry.handler("urgent")
+    async def urgent(job: JobContext) -> None:
+        started.append("urgent")
+        high.set()
+
+    return registry
+
+
+def test_a_job_of_a_higher_priority_starts_while_every_slot_is_busy(pg_url: str) -> None:
+    async def main() -> None:
+        release, high = asyncio.Event(), asyncio.Event()
+        started: list[str] = []
+        async with jobvisor.connect_async(pg_url) as q:
+            await q.migrate()
+            await q.enqueue_many([{"job_type": "block"}] * (3 * SLOTS))
+            worker = Worker(q, _registry(release, started, high), worker_id="w-express",
+                            concurrency=SLOTS, watch_parent=False)  # fmt: skip
+            running = asyncio.create_task(worker.run())
+            try:
+                # The claim loop runs one job less than the worker's slots.
+                await _until(q, JobStatus.RUNNING, SLOTS - 1)
+                await asyncio.sleep(0.3)  # a claim loop that took more would show it now
+                assert await _count(q, JobStatus.RUNNING) == SLOTS - 1
+                assert started.count("block") == SLOTS - 1
+                # Nothing of the backlog ends; the urgent job still starts.
+                urgent = await q.enqueue("urgent", priority=5)
+                await asyncio.wait_for(high.wait(), DEADLINE)
+                assert started.count("block") == SLOTS - 1
+                done = await q.wait(urgent, timeout=DEADLINE)
+                assert done.status is JobStatus.COMPLETED
+                # A job of the backlog's own priority waits its turn.
+                await q.enqueue("urgent", priority=0)
+                await asyncio.sleep(0.3)
+                assert started.count("urgent") == 1
+                assert await _count(q, JobStatus.RUNNING) == SLOTS - 1
+            finally:
+                release.set()
+                await _until(q, JobStatus.COMPLETED, 3 * SLOTS + 2)
+                worker.stop()
+                await asyncio.wait_for(running, DEADLINE)
+            assert started.count("block") == 3 * SLOTS
+            assert started.count("urgent") == 2
+
+    asyncio.run(main())
+
+
+def test_without_notices_every_slot_is_the_claim_loops(sqlite_url: str) -> None:
+    """SQLite tells no priority: nothing is left to express claims."""
+
+    async def main() -> None:
+        release, high = asyncio.Event(), asyncio.Event()
+        started: list[str] = []
+        async with jobvisor.connect_async(sqlite_url) as q:
+            await q.migrate()
+            await q.enqueue_many([{"job_type": "block"}] * (2 * SLOTS))
+            worker = Worker(q, _registry(release, started, high), worker_id="w-sqlite",
+                            concurrency=SLOTS, watch_parent=False)  # fmt: skip
+            running = asyncio.create_task(worker.run())
+            try:
+                await _until(q, JobStatus.RUNNING, SLOTS)
+            finally:
+                release.set()
+                worker.stop()
+                await asyncio.wait_for(running, DEADLINE)
+
+    asyncio.run(main())
