@@ -253,3 +253,55 @@ def test_the_bounded_claim_skips_what_an_open_transaction_keeps(pg_url: str) -> 
         # the bounded one the few pages of the ten jobs it takes.
         assert bounded * 5 < full, (bounded, full)
     assert status_counts(pg_url) == {"completed": 4000, "pending": 1000}
+
+
+def _jobs(n: int) -> list[jobvisor.Job]:
+    at = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
+    return [
+        jobvisor.Job(
+            id=uuid.uuid4(),
+            queue="q",
+            job_type="t",
+            payload=None,
+            priority=0,
+            run_at=at,
+            status=jobvisor.JobStatus.RUNNING,
+            attempts=1,
+            max_attempts=3,
+            last_error=None,
+            correlation_id=None,
+            dedupe_key=None,
+            lease_expires_at=at,
+            claim_token=uuid.uuid4(),
+            worker_id="w",
+            created_at=at,
+            started_at=at,
+            finished_at=None,
+        )
+        for _ in range(n)
+    ]
+
+
+@pytest.mark.parametrize(
+    ("got", "asked", "took", "bounded"),
+    [
+        # A full batch (a backlog drains): slow from a tenth of FULL_CLAIM_SLOW.
+        (ops.SATURATED_BATCH, ops.SATURATED_BATCH, 0.006, True),
+        (200, 200, 0.006, True),
+        (200, 200, 0.004, False),
+        # Fewer jobs than asked, or a small batch: slow from FULL_CLAIM_SLOW only.
+        (150, 200, 0.006, False),
+        (ops.SATURATED_BATCH - 1, ops.SATURATED_BATCH - 1, 0.006, False),
+        (1, 1, 0.049, False),
+        (1, 1, 0.05, True),
+        (0, 200, 0.06, True),
+    ],
+)
+def test_a_full_claim_is_slow_sooner_when_it_filled_a_batch(
+    monkeypatch: pytest.MonkeyPatch, got: int, asked: int, took: float, bounded: bool
+) -> None:
+    monkeypatch.setattr(ops, "FULL_CLAIM_SLOW", 0.05)
+    bounds = ops.ClaimBounds()
+    bounds.claimed("k", _jobs(max(got, 1)), full=True, took=0.0, asked=1)  # a bound to keep
+    bounds.claimed("k", _jobs(got), full=True, took=took, asked=asked)
+    assert (bounds.bound("k") is not None) is bounded
