@@ -100,3 +100,51 @@ def test_without_notices_every_slot_is_the_claim_loops(sqlite_url: str) -> None:
                 await asyncio.wait_for(running, DEADLINE)
 
     asyncio.run(main())
+
+
+def test_an_express_job_is_stopped_and_given_back_like_any_other(pg_url: str) -> None:
+    """The express claim runs its job in its own task: a cancel request
+    reaches it, and the stop's drain gives it back when its deadline passes."""
+
+    async def main() -> None:
+        release = asyncio.Event()
+        started: list[str] = []
+        registry = Registry()
+
+        @registry.handler("block")
+        async def block(job: JobContext) -> None:
+            started.append("block")
+            await release.wait()
+
+        @registry.handler("urgent")
+        async def urgent(job: JobContext) -> None:
+            started.append("urgent")
+            await release.wait()
+
+        async with jobvisor.connect_async(pg_url) as q:
+            await q.migrate()
+            await q.enqueue_many([{"job_type": "block"}] * (2 * SLOTS))
+            worker = Worker(q, registry, worker_id="w-express-stop", concurrency=SLOTS,
+                            shutdown_timeout=0.5, watch_parent=False)  # fmt: skip
+            running = asyncio.create_task(worker.run())
+            try:
+                await _until(q, JobStatus.RUNNING, SLOTS - 1)
+                cancelled = await q.enqueue("urgent", priority=5)
+                await _until(q, JobStatus.RUNNING, SLOTS)
+                await q.cancel(cancelled)
+                done = await q.wait(cancelled, timeout=DEADLINE)
+                assert done.status is JobStatus.CANCELLED
+                kept = await q.enqueue("urgent", priority=5)
+                await _until(q, JobStatus.RUNNING, SLOTS)
+                assert started.count("urgent") == 2
+            finally:
+                worker.stop()
+                await asyncio.wait_for(running, DEADLINE)
+            # Past the drain's deadline every job still running went back.
+            assert await _count(q, JobStatus.RUNNING) == 0
+            job = await q.get(kept)
+            assert job is not None and job.status is JobStatus.PENDING
+            assert await _count(q, JobStatus.PENDING) == 2 * SLOTS + 1
+            assert worker.clean
+
+    asyncio.run(main())

@@ -110,6 +110,10 @@ THREAD_CONCURRENCY: Final = 20
 # the worker is busy. A new job's notice says its priority: this needs LISTEN.
 EXPRESS_MIN_CONCURRENCY: Final = 100
 
+# A worker starts the jobs of a claim this many at a time, the event loop
+# turning between two groups.
+START_GROUP: Final = 10
+
 
 def auto_concurrency(registry: Registry) -> int:
     """The concurrency `auto` means for the handlers of `registry`."""
@@ -484,14 +488,10 @@ class Worker:
                 self._recovered(Loop.CLAIM)
             self.metrics.claimed(len(jobs))
             if self.stopping:  # claimed while the stop arrived: give them back
-                for job in jobs:
-                    self._held[job.id] = job
-                    self._released.append(job)
-                self._flush_wanted.set()
+                self._release_unstarted(jobs)
                 return
-            for job in jobs:
-                self._start(job)
             self._busy_with = min(j.priority for j in jobs) if len(jobs) == free else None
+            await self._start_all(jobs)
             if len(jobs) == free:
                 idle_wait = MIN_POLL
                 await asyncio.sleep(0)  # let the loop breathe between full batches
@@ -535,15 +535,20 @@ class Worker:
                 return
             self.metrics.claimed(len(jobs))
             if self.stopping:  # claimed while the stop arrived: give them back
-                for job in jobs:
-                    self._held[job.id] = job
-                    self._released.append(job)
-                self._flush_wanted.set()
+                self._release_unstarted(jobs)
                 return
-            for job in jobs:
-                self._start(job)
-            if not (jobs or self._express_again):
+            if not jobs:
+                if self._express_again:
+                    continue
                 return
+            # This task runs the job it claimed, at once, and a new one goes
+            # on claiming (the next may be just as urgent).
+            running = self._prepare(jobs[0])
+            self._express = asyncio.create_task(self._express_claim(above), name="express")
+            if running is not None:
+                running.task = asyncio.current_task()
+                await self._run_job(running)
+            return
 
     async def _wait_wake(self, seconds: float) -> None:
         if self._wake.is_set():
@@ -583,7 +588,37 @@ class Worker:
 
     # --- running ------------------------------------------------------------
 
+    async def _start_all(self, jobs: list[Job]) -> None:
+        """Start `jobs` a few at a time, letting the loop turn between two
+        groups: a notice that came meanwhile waits for one group, not for
+        the whole batch."""
+        for first in range(0, len(jobs), START_GROUP):
+            if first:
+                try:
+                    await asyncio.sleep(0)
+                except asyncio.CancelledError:
+                    self._release_unstarted(jobs[first:])
+                    raise
+                if self.stopping:  # the stop came between two groups: give the rest back
+                    self._release_unstarted(jobs[first:])
+                    return
+            for job in jobs[first : first + START_GROUP]:
+                self._start(job)
+
+    def _release_unstarted(self, jobs: list[Job]) -> None:
+        for job in jobs:
+            self._held[job.id] = job
+            self._released.append(job)
+        self._flush_wanted.set()
+
     def _start(self, job: Job) -> None:
+        running = self._prepare(job)
+        if running is not None:
+            running.task = asyncio.create_task(self._run_job(running))
+
+    def _prepare(self, job: Job) -> _Running | None:
+        """Hold `job` and make it running, or buffer its failure when no
+        handler knows its type."""
         self._held[job.id] = job
         handler = self.registry.get(job.job_type)
         if handler is None:
@@ -594,10 +629,10 @@ class Worker:
                     span.set_outcome(name, error=error)
             self._writes.append(write)
             self._flush_wanted.set()
-            return
+            return None
         running = _Running(job, handler, self.worker_id, self._report_progress)
         self._running[job.id] = running
-        running.task = asyncio.create_task(self._run_job(running))
+        return running
 
     def _span(self, job: Job) -> contextlib.AbstractContextManager[tracing.JobSpan]:
         return tracing.job_span(job, tracing.carrier_of(job), tracer_provider=self._tracer_provider)
