@@ -29,7 +29,9 @@ The backlog database is filled first (2. below), then the timed parts run.
    while probe jobs are enqueued one at a time (each after the previous one
    started, with a random pause of 20 to 80 ms). A probe has priority 10
    (the backlog 0), so it is next in the claim order: its pickup is the time
-   from just before the `enqueue` call to its handler's first line. Unless
+   from just before the `enqueue` call to its handler's first line, also
+   given in two parts: the `enqueue` call itself (its commit) and the time
+   from its return to the handler's first line (the service's part). Unless
    `--no-drain`, the service then runs until the backlog is empty (or for
    `--max-drain` seconds in all), for the chart of rate against backlog;
    only its first `--locked-drain` seconds hold `--lock`.
@@ -117,7 +119,13 @@ class Sink:
         self.path = path
         self.count = 0
         self.batches: list[tuple[float, int]] = []  # (last start, count)
-        self.probes: list[float] = []
+        self.probes: list[float] = []  # enqueue call to start, s
+        # The same probes split: the enqueue call itself (its commit), and
+        # from its return to the start (the service's own part).
+        # Per phase (`phase`, set by the caller): (calls, from return to start).
+        self.phase = "idle"
+        self.splits: dict[str, tuple[list[float], list[float]]] = {}
+        self.probe_started = 0.0
         self.probe_seen = threading.Event()
         self._lock = threading.Lock()
         self._stop = threading.Event()
@@ -138,6 +146,7 @@ class Sink:
             with self._lock:
                 if count < 0:
                     self.probes.append(last - first)
+                    self.probe_started = last
                     self.probe_seen.set()
                 else:
                     self.batches.append((last, int(count)))
@@ -259,9 +268,14 @@ def warm_up(queue: jobvisor.Queue, sink: Sink) -> None:
 
 def probe_once(queue: jobvisor.Queue, sink: Sink) -> None:
     sink.probe_seen.clear()
-    queue.enqueue("probe", {"t": time.time()}, priority=PROBE_PRIORITY)
+    called = time.time()
+    queue.enqueue("probe", {"t": called}, priority=PROBE_PRIORITY)
+    returned = time.time()
     if not sink.probe_seen.wait(60):
         raise SystemExit("a probe job did not start within 60 s")
+    calls, after = sink.splits.setdefault(sink.phase, ([], []))
+    calls.append(returned - called)
+    after.append(sink.probe_started - returned)
 
 
 class Prober:
@@ -294,6 +308,7 @@ def small_run(
         with service(url, sink, log_path):
             warm_up(queue, sink)
             first_probe = len(sink.probes)
+            sink.phase = "idle service"
             for _ in range(args.probes):
                 probe_once(queue, sink)
                 time.sleep(random.uniform(0.02, 0.08))
@@ -302,6 +317,7 @@ def small_run(
             queue.enqueue_many([JOB] * args.small)
             committed = time.time()
             first_probe = len(sink.probes)
+            sink.phase = "small table draining"
             prober = Prober(queue, sink)
             sink.wait_count(before + args.small, timeout=600)
             rate = args.small / (sink.last_start() - committed)
@@ -382,6 +398,7 @@ def big_run(
             stand_in.start(time.monotonic())
         time.sleep(args.warmup)
         first_probe = len(sink.probes)
+        sink.phase = "backlog draining"
         prober = Prober(queue, sink)
         t0 = time.time()
         samples: list[tuple[float, int, float]] = []  # (t, backlog left, starts/s)
@@ -558,6 +575,12 @@ def main() -> None:
             else ""
         )
     )
+    for phase, (calls, after) in sink.splits.items():
+        print(
+            f"  {phase}: the enqueue call p50 {statistics.median(calls) * 1000:.2f} ms,"
+            f" from its return to the start p50 {statistics.median(after) * 1000:.2f} ms,"
+            f" p99 {percentile(after, 99) * 1000:.2f} ms"
+        )
     left = samples_left(csv_path)
     if "drain_s" not in big:
         print(f"stopped after --max-drain {args.max_drain:g} s with {left:,} jobs left")
