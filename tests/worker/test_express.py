@@ -5,6 +5,9 @@ claim loop leaves free, and never runs more jobs than its concurrency."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
+from collections.abc import AsyncIterator
+from typing import Any
 
 import jobvisor
 from jobvisor import JobContext, JobStatus, Registry
@@ -26,7 +29,27 @@ async def _until(q: jobvisor.AsyncQueue, status: JobStatus, want: int) -> None:
             await asyncio.sleep(0.02)
 
 
-def _registry(release: asyncio.Event, started: list[str], high: asyncio.Event) -> Registry:
+@contextlib.asynccontextmanager
+async def _worker(
+    q: jobvisor.AsyncQueue, registry: Registry, blocked: int, worker_id: str, **options: Any
+) -> AsyncIterator[Worker]:
+    """A worker of `SLOTS` slots running on a queue of `blocked` jobs of
+    the type "block"; stopped, and its run awaited, on leaving."""
+    await q.migrate()
+    await q.enqueue_many([{"job_type": "block"}] * blocked)
+    worker = Worker(q, registry, worker_id=worker_id, concurrency=SLOTS, watch_parent=False,
+                    **options)  # fmt: skip
+    running = asyncio.create_task(worker.run())
+    try:
+        yield worker
+    finally:
+        worker.stop()
+        await asyncio.wait_for(running, DEADLINE)
+
+
+def _registry(
+    release: asyncio.Event, started: list[str], high: asyncio.Event, *, urgent_blocks: bool = False
+) -> Registry:
     registry = Registry()
 
     @registry.handler("block")
@@ -38,6 +61,8 @@ def _registry(release: asyncio.Event, started: list[str], high: asyncio.Event) -
     async def urgent(job: JobContext) -> None:
         started.append("urgent")
         high.set()
+        if urgent_blocks:
+            await release.wait()
 
     return registry
 
@@ -46,12 +71,11 @@ def test_a_job_of_a_higher_priority_starts_while_every_slot_is_busy(pg_url: str)
     async def main() -> None:
         release, high = asyncio.Event(), asyncio.Event()
         started: list[str] = []
-        async with jobvisor.connect_async(pg_url) as q:
-            await q.migrate()
-            await q.enqueue_many([{"job_type": "block"}] * (3 * SLOTS))
-            worker = Worker(q, _registry(release, started, high), worker_id="w-express",
-                            concurrency=SLOTS, watch_parent=False)  # fmt: skip
-            running = asyncio.create_task(worker.run())
+        registry = _registry(release, started, high)
+        async with (
+            jobvisor.connect_async(pg_url) as q,
+            _worker(q, registry, 3 * SLOTS, "w-express"),
+        ):
             try:
                 # The claim loop runs one job less than the worker's slots.
                 await _until(q, JobStatus.RUNNING, SLOTS - 1)
@@ -72,8 +96,6 @@ def test_a_job_of_a_higher_priority_starts_while_every_slot_is_busy(pg_url: str)
             finally:
                 release.set()
                 await _until(q, JobStatus.COMPLETED, 3 * SLOTS + 2)
-                worker.stop()
-                await asyncio.wait_for(running, DEADLINE)
             assert started.count("block") == 3 * SLOTS
             assert started.count("urgent") == 2
 
@@ -86,18 +108,15 @@ def test_without_notices_every_slot_is_the_claim_loops(sqlite_url: str) -> None:
     async def main() -> None:
         release, high = asyncio.Event(), asyncio.Event()
         started: list[str] = []
-        async with jobvisor.connect_async(sqlite_url) as q:
-            await q.migrate()
-            await q.enqueue_many([{"job_type": "block"}] * (2 * SLOTS))
-            worker = Worker(q, _registry(release, started, high), worker_id="w-sqlite",
-                            concurrency=SLOTS, watch_parent=False)  # fmt: skip
-            running = asyncio.create_task(worker.run())
+        registry = _registry(release, started, high)
+        async with (
+            jobvisor.connect_async(sqlite_url) as q,
+            _worker(q, registry, 2 * SLOTS, "w-sqlite"),
+        ):
             try:
                 await _until(q, JobStatus.RUNNING, SLOTS)
             finally:
                 release.set()
-                worker.stop()
-                await asyncio.wait_for(running, DEADLINE)
 
     asyncio.run(main())
 
@@ -107,27 +126,10 @@ def test_an_express_job_is_stopped_and_given_back_like_any_other(pg_url: str) ->
     reaches it, and the stop's drain gives it back when its deadline passes."""
 
     async def main() -> None:
-        release = asyncio.Event()
         started: list[str] = []
-        registry = Registry()
-
-        @registry.handler("block")
-        async def block(job: JobContext) -> None:
-            started.append("block")
-            await release.wait()
-
-        @registry.handler("urgent")
-        async def urgent(job: JobContext) -> None:
-            started.append("urgent")
-            await release.wait()
-
+        registry = _registry(asyncio.Event(), started, asyncio.Event(), urgent_blocks=True)
         async with jobvisor.connect_async(pg_url) as q:
-            await q.migrate()
-            await q.enqueue_many([{"job_type": "block"}] * (2 * SLOTS))
-            worker = Worker(q, registry, worker_id="w-express-stop", concurrency=SLOTS,
-                            shutdown_timeout=0.5, watch_parent=False)  # fmt: skip
-            running = asyncio.create_task(worker.run())
-            try:
+            async with _worker(q, registry, 2 * SLOTS, "w-express-stop", shutdown_timeout=0.5) as w:
                 await _until(q, JobStatus.RUNNING, SLOTS - 1)
                 cancelled = await q.enqueue("urgent", priority=5)
                 await _until(q, JobStatus.RUNNING, SLOTS)
@@ -137,14 +139,11 @@ def test_an_express_job_is_stopped_and_given_back_like_any_other(pg_url: str) ->
                 kept = await q.enqueue("urgent", priority=5)
                 await _until(q, JobStatus.RUNNING, SLOTS)
                 assert started.count("urgent") == 2
-            finally:
-                worker.stop()
-                await asyncio.wait_for(running, DEADLINE)
             # Past the drain's deadline every job still running went back.
             assert await _count(q, JobStatus.RUNNING) == 0
             job = await q.get(kept)
             assert job is not None and job.status is JobStatus.PENDING
             assert await _count(q, JobStatus.PENDING) == 2 * SLOTS + 1
-            assert worker.clean
+            assert w.clean
 
     asyncio.run(main())
