@@ -120,10 +120,10 @@ class Sink:
         self.count = 0
         self.batches: list[tuple[float, int]] = []  # (last start, count)
         self.probes: list[float] = []  # enqueue call to start, s
-        # The same probes split: the enqueue call itself (its commit), and
-        # from its return to the start (the service's own part).
-        # Per phase (`phase`, set by the caller): (calls, from return to start).
-        self.phase = "idle"
+        # The same probes split, per phase (`phase`, set by the caller): the
+        # enqueue calls themselves (their commits), and from each call's
+        # return to the start (the service's own part).
+        self.phase = "idle service"
         self.splits: dict[str, tuple[list[float], list[float]]] = {}
         self.probe_started = 0.0
         self.probe_seen = threading.Event()
