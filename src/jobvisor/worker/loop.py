@@ -263,6 +263,9 @@ class Worker:
         self.worker_id = worker_id
         self.concurrency = concurrency
         self.queues = tuple(queues)
+        # The types this worker claims (None: any); see `Registry.runnable_types`.
+        runnable = registry.runnable_types()
+        self.job_types = None if runnable is None else sorted(runnable)
         self.lease = lease
         self.poll_interval = poll_interval
         self.shutdown_timeout = shutdown_timeout
@@ -497,6 +500,10 @@ class Worker:
     async def _claim_loop(self) -> None:
         idle_wait = MIN_POLL
         queues = list(self.queues) or None
+        if self.job_types == []:  # no handler: nothing to claim (an empty filter means any)
+            log.warning("worker.no_handlers", worker_id=self.worker_id)
+            await self._stop_requested.wait()
+            return
         while not self.stopping:
             free = self.concurrency - len(self._running) - self._kept_for_express()
             if free <= 0:
@@ -507,7 +514,11 @@ class Worker:
             self._claiming = free
             try:
                 jobs = await self.queue.claim(
-                    self.worker_id, queues=queues, limit=free, lease=self.lease
+                    self.worker_id,
+                    queues=queues,
+                    job_types=self.job_types,
+                    limit=free,
+                    lease=self.lease,
                 )
             except Exception as exc:
                 await self._wait_wake(self._retry_in(Loop.CLAIM, exc))
@@ -554,6 +565,7 @@ class Worker:
                 jobs = await self.queue.claim(
                     self.worker_id,
                     queues=list(self.queues) or None,
+                    job_types=self.job_types,
                     limit=1,
                     lease=self.lease,
                     above_priority=above,
