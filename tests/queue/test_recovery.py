@@ -14,6 +14,7 @@ import jobvisor
 from jobvisor import InvalidArgument, JobStatus, LeaseLost, Queue, RetryPolicy
 from jobvisor.queue import sql_postgres, sql_sqlite
 from jobvisor.queue.api import parse_url
+from jobvisor.queue.ops import CRASH_LIMIT
 from tests.invariants import assert_invariants
 from tests.queue.conftest import MakeQueue
 from tests.queue.helpers import Clock, close_to, table_snapshot, wait_until
@@ -158,25 +159,50 @@ def test_reap_expired_by_type_counts_what_it_took_back(
     assert_invariants(url)
 
 
-def test_requeue_crashed_requeues_what_it_held(cqueue: Queue, clock: Clock, url: str) -> None:
+def test_requeue_crashed_charges_a_job_that_ran_alone(
+    cqueue: Queue, clock: Clock, url: str
+) -> None:
     a = cqueue.enqueue("t", priority=3)
     b = cqueue.enqueue("t", priority=2, max_attempts=1)
     c = cqueue.enqueue("t", priority=1)
-    cqueue.claim("dead-worker", limit=2)
+    cqueue.claim("dead-worker")
+    cqueue.claim("dead-again")
     cqueue.claim("live-worker")
     clock.advance(1)
-    assert cqueue.requeue_crashed("dead-worker") == 2
+    assert cqueue.requeue_crashed("dead-worker") == 1
     requeued = cqueue.get(a)
     assert requeued.status is JobStatus.RETRYABLE
-    assert requeued.attempts == 1  # counted: the job may be what killed it
+    assert requeued.attempts == 1  # counted: alone in its worker, it is what killed it
     assert close_to(requeued.run_at, clock())  # due at once
     assert requeued.last_error is not None and "dead-worker" in requeued.last_error
+    assert cqueue.requeue_crashed("dead-again") == 1
     assert cqueue.get(b).status is JobStatus.DEAD
     assert cqueue.get(c).status is JobStatus.RUNNING
     assert cqueue.requeue_crashed("dead-worker") == 0
     assert cqueue.requeue_crashed("never-existed") == 0
     (again,) = cqueue.claim("new-worker")
     assert again.id == a and again.attempts == 2
+    assert_invariants(url)
+
+
+def test_requeue_crashed_without_a_culprit_charges_none_of_several_until_their_crash_limit(
+    cqueue: Queue, clock: Clock, url: str
+) -> None:
+    ids = [cqueue.enqueue("t", max_attempts=1) for _ in range(3)]
+    for crash in range(1, CRASH_LIMIT):
+        cqueue.claim(f"worker-{crash}", limit=3)
+        clock.advance(1)
+        assert cqueue.requeue_crashed(f"worker-{crash}") == 3
+        for job_id in ids:  # which one killed it is not known: none loses an attempt
+            back = cqueue.get(job_id)
+            assert (back.status, back.attempts, back.last_error) == (JobStatus.PENDING, 0, None)
+            assert close_to(back.run_at, clock())
+    cqueue.claim("worker-last", limit=3)
+    assert cqueue.requeue_crashed("worker-last") == 3
+    for job_id in ids:  # the crash limit: each is charged
+        dead = cqueue.get(job_id)
+        assert (dead.status, dead.attempts) == (JobStatus.DEAD, 1)
+        assert dead.last_error is not None and "worker-last" in dead.last_error
     assert_invariants(url)
 
 
@@ -324,7 +350,8 @@ def test_requeue_crashed_finds_a_workers_jobs_through_the_lease_index(
             plan = "\n".join(
                 r[0] for r in conn.execute(
                     "EXPLAIN " + sql_postgres.JOB_REQUEUE_CRASHED,
-                    {"worker_id": "dead-worker", "error": "x", "culprit": None, "now": None},
+                    {"worker_id": "dead-worker", "error": "x", "culprit": None, "now": None,
+                     "crash_limit": CRASH_LIMIT},
                 )
             )  # fmt: skip
     else:
@@ -336,7 +363,8 @@ def test_requeue_crashed_finds_a_workers_jobs_through_the_lease_index(
             plan = "\n".join(
                 str(r[-1]) for r in conn.execute(
                     "EXPLAIN QUERY PLAN " + sql_sqlite.JOB_REQUEUE_CRASHED,
-                    {"worker_id": "dead-worker", "error": "x", "culprit": None, "now": None},
+                    {"worker_id": "dead-worker", "error": "x", "culprit": None, "now": None,
+                     "crash_limit": CRASH_LIMIT},
                 )
             )  # fmt: skip
     assert "jobvisor_jobs_worker_idx" not in indexes

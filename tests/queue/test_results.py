@@ -170,10 +170,11 @@ def test_a_crash_charges_the_history_of_the_culprit_only(queue: Queue) -> None:
     assert entry["error"] == "killed past its hard limit"
     assert entry["worker_id"] == "w"
     assert queue.get(other).errors == ()
-    queue.claim("w2", limit=2)
-    queue.requeue_crashed("w2")
-    assert [e["worker_id"] for e in queue.get(other).errors] == ["w2"]
-    assert "w2 exited" in queue.get(other).errors[0]["error"]
+    queue.claim("w2", job_types=["t"], limit=1)
+    queue.claim("w3", limit=1)
+    queue.requeue_crashed("w3")  # alone in its worker: charged
+    assert [e["worker_id"] for e in queue.get(other).errors] == ["w3"]
+    assert "w3 exited" in queue.get(other).errors[0]["error"]
 
 
 def test_a_claim_reads_none_of_it(queue: Queue) -> None:

@@ -20,7 +20,7 @@ import time
 import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from importlib import resources
-from typing import Any, LiteralString
+from typing import Any, Final, LiteralString
 
 from .. import tracing
 from ..backoff import backoff
@@ -1067,6 +1067,11 @@ def reap_expired_by_type(
     return Plan(steps(), transaction=False)
 
 
+# A job beside others in a worker that died of no known cause is charged an
+# attempt at this many such crashes (see `requeue_crashed`).
+CRASH_LIMIT: Final = 3
+
+
 def requeue_crashed(
     ctx: Ctx,
     worker_id: str,
@@ -1074,17 +1079,22 @@ def requeue_crashed(
     error: str | None = None,
     culprit: uuid.UUID | str | None = None,
 ) -> Plan[int]:
-    """Requeue at once every job `worker_id` still holds (its process crashed):
-    due now with the attempt counted, or `dead` when attempts are spent. With
-    `culprit` (the job known to have caused the death, such as one past its
-    hard time limit), only that job is charged and gets `error`; the others
-    go back to pending with their attempt given back, as `release` does.
-    Returns the count. (`release` gives an attempt back; this counts it.)"""
+    """Requeue at once every job `worker_id` still holds (its process crashed).
+    A charged job is due now with the attempt counted and `error` recorded,
+    or `dead` when attempts are spent; the others go back to pending with
+    their attempt given back, as `release` does. With `culprit` (the job
+    known to have caused the death, such as one past its hard time limit),
+    only that job is charged. Without one (`os._exit`, the OOM killer), a job
+    that ran alone in the worker is charged, and each of several counts one
+    more crash and is charged only at its `CRASH_LIMIT`-th since it was last
+    charged for one: the jobs beside a job that kills its workers lose no
+    attempt unless they keep meeting it. Returns the count."""
     validate.name("worker_id", worker_id)
     params = {
         "worker_id": worker_id,
         "error": _error_text("error", error or f"worker {worker_id} exited while running the job"),
         "culprit": None if culprit is None else ctx.dialect.id(_job_id(culprit)),
+        "crash_limit": CRASH_LIMIT,
         "now": ctx.now(),
     }
     sql = ctx.dialect.sql.JOB_REQUEUE_CRASHED

@@ -490,26 +490,36 @@ JOB_REAP_EXPIRED: Final[LiteralString] = (
     " RETURNING id, status, queue, job_type"
 )
 
+_crash_charged: Final[LiteralString] = (
+    # Whether a dead worker's job is charged the attempt: it is the known
+    # culprit; or, with none known, it ran alone there, or this is its
+    # `crash_limit`-th crash since it was last charged for one.
+    "(CASE WHEN :culprit IS NOT NULL THEN id = :culprit"
+    " ELSE crashes + 1 >= :crash_limit OR (SELECT count(*) FROM jobvisor_jobs AS held"
+    "   WHERE held.status = 'running' AND held.worker_id = :worker_id) = 1 END)"
+)
+
 JOB_REQUEUE_CRASHED: Final[LiteralString] = (
-    # Every job a dead worker held: retryable now (attempt counted), or dead
-    # when spent. With a `culprit`, only that job is charged; the others were
-    # interrupted by its fault: pending now, attempts given back, error kept.
+    # Every job a dead worker held. A charged job (see _crash_charged) is
+    # retryable now (attempt counted), or dead when spent; the others were
+    # interrupted by someone else's fault: pending now, attempts given back,
+    # error kept, and with no culprit known one more crash counted.
     # A job whose cancel was requested ends cancelled, keeping the request's text.
     "UPDATE jobvisor_jobs SET"
     " status = CASE WHEN cancel_requested_at IS NOT NULL THEN 'cancelled'"
-    "   WHEN :culprit IS NOT NULL AND id <> :culprit THEN 'pending'"
+    "   WHEN NOT " + _crash_charged + " THEN 'pending'"
     "   WHEN attempts >= max_attempts THEN 'dead' ELSE 'retryable' END,"
-    " attempts = CASE WHEN :culprit IS NOT NULL AND id <> :culprit"
-    "   THEN attempts - 1 ELSE attempts END,"
+    " attempts = CASE WHEN " + _crash_charged + " THEN attempts ELSE attempts - 1 END,"
+    " crashes = CASE WHEN " + _crash_charged + " THEN 0"
+    "   WHEN :culprit IS NULL THEN crashes + 1 ELSE crashes END,"
     " run_at = CASE WHEN cancel_requested_at IS NOT NULL"
-    "   OR (attempts >= max_attempts AND (:culprit IS NULL OR id = :culprit))"
+    "   OR (attempts >= max_attempts AND " + _crash_charged + ")"
     "   THEN run_at ELSE :now END,"
     " finished_at = CASE WHEN cancel_requested_at IS NOT NULL OR (attempts >= max_attempts"
-    "   AND (:culprit IS NULL OR id = :culprit))"
-    "   THEN :now END,"
+    "   AND " + _crash_charged + ") THEN :now END,"
     " last_error = CASE WHEN cancel_requested_at IS NOT NULL"
-    "   OR (:culprit IS NOT NULL AND id <> :culprit) THEN last_error ELSE :error END,"
-    " errors = CASE WHEN :culprit IS NOT NULL AND id <> :culprit THEN errors"
+    "   OR NOT " + _crash_charged + " THEN last_error ELSE :error END,"
+    " errors = CASE WHEN NOT " + _crash_charged + " THEN errors"
     "   ELSE json_insert(CASE WHEN json_array_length(coalesce(errors, '[]')) >= 20"
     "   THEN json_remove(errors, '$[0]') ELSE coalesce(errors, '[]') END, '$[#]',"
     "   json_object('attempt', attempts,"

@@ -147,12 +147,40 @@ class _Failing:
         self.fault = Fault.UNREACHABLE
 
 
+def _message(exc: BaseException) -> str | None:
+    """`str(exc)`, stripped; None when the exception cannot say it (its
+    `__str__` raises, or returns something that is not a string)."""
+    try:
+        text = str(exc)
+    except Exception:
+        return None
+    return text.strip()
+
+
 def error_text(exc: BaseException) -> str:
-    """One line naming the error, then the innermost frames of its traceback."""
-    message = str(exc).strip()
-    head = f"{type(exc).__name__}: {message.splitlines()[0]}" if message else type(exc).__name__
-    frames = traceback.extract_tb(exc.__traceback__)[-TRACEBACK_FRAMES:]
-    return head + ("\n" + "".join(traceback.format_list(frames)).rstrip() if frames else "")
+    """One line naming the error, then the innermost frames of its traceback.
+    An exception that cannot be printed is named by its type alone."""
+    head = _one_line(exc)
+    try:
+        frames = traceback.extract_tb(exc.__traceback__)[-TRACEBACK_FRAMES:]
+        tail = "".join(traceback.format_list(frames)).rstrip()
+    except Exception:
+        tail = ""
+    return head + ("\n" + tail if tail else "")
+
+
+class _Carried(Exception):
+    """What a thread handler raised that is not an `Exception` (or is a
+    `CancelledError`), carried to the event loop as one."""
+
+    def __init__(self, exc: BaseException) -> None:
+        super().__init__(type(exc).__name__)
+        self.exc = exc
+        self.kind = (
+            "CancelledError"
+            if isinstance(exc, concurrent.futures.CancelledError)
+            else ("a BaseException")
+        )
 
 
 class StopReason(enum.StrEnum):
@@ -163,7 +191,9 @@ class StopReason(enum.StrEnum):
     CANCEL = "cancel"  # a cancel was requested: it ends cancelled
 
 
-def _failure_text(job: Job, handler: Handler, exc: Exception, timer: asyncio.Timeout | None) -> str:
+def _failure_text(
+    job: Job, handler: Handler, exc: BaseException, timer: asyncio.Timeout | None
+) -> str:
     """What a failed attempt records: its timeout, or the exception."""
     if timer is not None and timer.expired():
         return f"TimeoutError: {job.job_type} ran past its {handler.timeout:g}s timeout"
@@ -233,6 +263,9 @@ class Worker:
         self.worker_id = worker_id
         self.concurrency = concurrency
         self.queues = tuple(queues)
+        # The types this worker claims (None: any); see `Registry.runnable_types`.
+        runnable = registry.runnable_types()
+        self.job_types = None if runnable is None else sorted(runnable)
         self.lease = lease
         self.poll_interval = poll_interval
         self.shutdown_timeout = shutdown_timeout
@@ -467,6 +500,10 @@ class Worker:
     async def _claim_loop(self) -> None:
         idle_wait = MIN_POLL
         queues = list(self.queues) or None
+        if self.job_types == []:  # no handler: nothing to claim (an empty filter means any)
+            log.warning("worker.no_handlers", worker_id=self.worker_id)
+            await self._stop_requested.wait()
+            return
         while not self.stopping:
             free = self.concurrency - len(self._running) - self._kept_for_express()
             if free <= 0:
@@ -477,7 +514,11 @@ class Worker:
             self._claiming = free
             try:
                 jobs = await self.queue.claim(
-                    self.worker_id, queues=queues, limit=free, lease=self.lease
+                    self.worker_id,
+                    queues=queues,
+                    job_types=self.job_types,
+                    limit=free,
+                    lease=self.lease,
                 )
             except Exception as exc:
                 await self._wait_wake(self._retry_in(Loop.CLAIM, exc))
@@ -524,6 +565,7 @@ class Worker:
                 jobs = await self.queue.claim(
                     self.worker_id,
                     queues=list(self.queues) or None,
+                    job_types=self.job_types,
                     limit=1,
                     lease=self.lease,
                     above_priority=above,
@@ -690,10 +732,22 @@ class Worker:
             outcome = ("snooze", job, request.delay)
         except Cancel as request:
             outcome = ("cancel", job, request.reason)
-        except asyncio.CancelledError:
-            outcome = None  # stopped by us: a cancel request, lease lost, the drain's deadline
+        except _Carried as carried:
+            outcome = self._abnormal(job, carried.exc, f"the handler raised {carried.kind}")
+        except asyncio.CancelledError as exc:
+            if running.stop_reason is None and not _cancelling():
+                # Raised by the handler itself, not by our cancel: its failure.
+                outcome = self._abnormal(job, exc, "the handler raised CancelledError")
+            else:
+                outcome = None  # stopped by us: a cancel request, lease lost, the drain's deadline
         except Exception as exc:
             outcome = ("fail", job, _failure_text(job, handler, exc, timer))
+            if _message(exc) is None:
+                self._abnormal(job, exc, "the handler's exception cannot be printed")
+        except BaseException as exc:
+            # SystemExit, KeyboardInterrupt, GeneratorExit or one of the
+            # handler's own: this job's failure, never the worker's end.
+            outcome = self._abnormal(job, exc, "the handler raised a BaseException")
         else:
             outcome = self._completion(job, value)
         finally:
@@ -708,6 +762,19 @@ class Worker:
             outcome = ("cancel", job, "cancel requested")
         return outcome, duration
 
+    def _abnormal(self, job: Job, exc: BaseException, why: str) -> _Write:
+        """The failed attempt of a handler that ended in a way a handler
+        should not (an exception that is not an `Exception`, or cannot be
+        printed): logged as an error, recorded like any failure."""
+        text = error_text(exc)
+        log.error(
+            "job.abnormal_error",
+            **self._fields(job),
+            error=text.split("\n", 1)[0],
+            detail=f"{why}: the attempt is counted as failed",
+        )
+        return ("fail", job, text)
+
     def _report_progress(self, job_id: uuid.UUID, text: str) -> None:
         self._progress[job_id] = text
 
@@ -720,6 +787,8 @@ class Worker:
             text = result_json(value, self.queue.max_result_bytes)
         except InvalidArgument as exc:
             return ("fail", job, f"InvalidResult: {exc}")
+        except Exception as exc:  # a value whose encoding raises: its failure too
+            return ("fail", job, f"InvalidResult: {_one_line(exc)}")
         return ("complete", job, text)
 
     async def _call(self, handler: Handler, context: JobContext) -> Any:
@@ -738,6 +807,14 @@ class Worker:
     ) -> Any:
         try:
             return ctx.run(func, context)
+        except concurrent.futures.CancelledError as exc:
+            raise _Carried(exc) from None  # the loop would take it for its own cancel
+        except Exception:
+            raise
+        except BaseException as exc:
+            # Carried to the loop as an Exception: a GeneratorExit that
+            # crossed an `await` would end the job's task with it.
+            raise _Carried(exc) from None
         finally:
             with self._threads_lock:
                 self._threads_busy -= 1
@@ -976,6 +1053,13 @@ class Worker:
         }
 
 
+def _cancelling() -> bool:
+    """Whether the current task was asked to cancel (by `Task.cancel`), as
+    opposed to code it awaited raising `CancelledError` of its own accord."""
+    task = asyncio.current_task()
+    return task is not None and task.cancelling() > 0
+
+
 def _span_outcome(
     stop_reason: StopReason | None, outcome: _Write | None
 ) -> tuple[Outcome, str | None]:
@@ -996,5 +1080,5 @@ def _span_outcome(
 
 
 def _one_line(exc: BaseException) -> str:
-    text = str(exc).strip()
+    text = _message(exc)
     return f"{type(exc).__name__}: {text.splitlines()[0]}" if text else type(exc).__name__

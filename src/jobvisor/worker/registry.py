@@ -499,6 +499,15 @@ class Registry:
     def job_types(self) -> list[str]:
         return sorted(self._handlers)
 
+    def runnable_types(self) -> frozenset[str] | None:
+        """The job types a worker of this registry claims: those it has a
+        handler for, so that a job of a type it does not know waits, with
+        its attempts untouched, for a worker that does (a rolling deploy
+        that adds a type, a fleet of workers of different apps). None means
+        any type: a registry that finds a type's handler only once it sees
+        the job (`get` resolves it) says so."""
+        return frozenset(self._handlers)
+
     @property
     def needs_threads(self) -> bool:
         return any(not h.is_async for h in self._handlers.values())

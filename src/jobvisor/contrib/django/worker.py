@@ -142,6 +142,9 @@ class DjangoTasks(Registry):
         except InvalidArgument:
             return None
 
+    def runnable_types(self) -> frozenset[str] | None:
+        return None  # any module path may name a task: resolved once claimed
+
     @property
     def needs_threads(self) -> bool:
         return True  # tasks that are plain functions are known only once claimed
