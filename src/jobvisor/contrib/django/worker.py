@@ -189,6 +189,10 @@ class DjangoTasks(Registry):
             return Handler(job_type=job_type, func=_not_found, is_async=True)
         return handler
 
+    @property
+    def needs_threads(self) -> bool:
+        return True  # a worker's slots as for plain functions, whatever the tasks are
+
     def runnable(self) -> frozenset[str]:
         """The job types this worker runs: the declared tasks' and those
         of the handlers registered by name."""
