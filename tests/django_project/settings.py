@@ -53,3 +53,6 @@ TASKS = {
     }
     for alias in DATABASES
 }
+
+# Task modules beyond the installed apps' `tasks` modules.
+JOBVISOR_TASK_MODULES = ["tests.django_project.shop.extra"]

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
+import re
+import sys
 import uuid
 from typing import Any
 
@@ -171,3 +173,41 @@ def test_max_attempts_is_the_jobs(alias: str, jobs: Queue) -> None:
     backend = JobvisorBackend(alias, {"OPTIONS": {"DATABASE": alias, "MAX_ATTEMPTS": 3}})
     result = backend.enqueue(tasks.add.using(backend=alias), [1], {"b": 2})
     assert jobs.get(result.id).max_attempts == 3
+
+
+def test_the_enqueued_result_is_the_one_read_back(alias: str) -> None:
+    add = tasks.add.using(backend=alias)
+    result = add.enqueue(1, 2)
+    assert result == add.get_backend().get_result(result.id)
+    with transaction.atomic(using=alias):
+        inside = add.enqueue(3, 4)
+        assert inside == add.get_backend().get_result(inside.id)
+
+
+@pytest.mark.parametrize(
+    "argument",
+    [float("nan"), float("inf"), "a\x00b", "\ud800"],
+    ids=["nan", "inf", "nul", "surrogate"],
+)
+def test_arguments_jobvisor_cannot_store_are_a_value_error(
+    alias: str, jobs: Queue, argument: object
+) -> None:
+    named = re.escape(repr(argument))
+    with pytest.raises(ValueError, match=named) as raised:
+        tasks.add.using(backend=alias).enqueue(argument, 1)
+    assert type(raised.value) is ValueError  # the framework's word, as README's table says
+    assert "tests.django_project.shop.tasks.add" in str(raised.value)
+    with pytest.raises(ValueError, match=named):
+        tasks.add.using(backend=alias).enqueue(1, b=argument)
+    assert jobs.summary().total == 0
+
+
+@pytest.mark.parametrize("job_type", ["this.x", "..", "os.path.join"])
+def test_a_job_type_is_never_imported_to_read_a_result(
+    alias: str, jobs: Queue, job_type: str
+) -> None:
+    before = set(sys.modules)
+    job_id = jobs.enqueue(job_type, {"args": [], "kwargs": {}})
+    with pytest.raises(TaskResultDoesNotExist, match="not a task of this project"):
+        tasks.add.using(backend=alias).get_backend().get_result(str(job_id))
+    assert set(sys.modules) == before

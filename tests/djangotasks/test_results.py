@@ -5,15 +5,27 @@ per attempt, the result only once completed."""
 from __future__ import annotations
 
 import datetime as dt
+import traceback
 import uuid
 from typing import Any
 
 import pytest
+from django.core.exceptions import ImproperlyConfigured
+from django.test import override_settings
 
 from jobvisor import JobStatus
 from jobvisor.contrib.django.compat import TaskResultStatus
-from jobvisor.contrib.django.results import exception_path, task_result, worker_ids
+from jobvisor.contrib.django.results import (
+    _task_modules,
+    declared_tasks,
+    exception_path,
+    failure_record,
+    task_result,
+    traceback_of,
+    worker_ids,
+)
 from jobvisor.queue.model import Job
+from jobvisor.queue.ops import MAX_ERROR_CHARS
 from tests.django_project.shop import tasks
 
 T0 = dt.datetime(2026, 12, 2, 12, 0, tzinfo=dt.UTC)
@@ -117,3 +129,52 @@ def test_a_cancel_is_the_last_error_of_a_failed_result() -> None:
 )
 def test_the_exception_class_an_error_names(text: str, path: str) -> None:
     assert exception_path(text) == path
+
+
+def _raised(exc: BaseException) -> BaseException:
+    try:
+        raise exc
+    except BaseException as caught:
+        return caught
+
+
+def test_a_record_names_the_class_then_holds_pythons_traceback() -> None:
+    exc = _raised(tasks.OutOfStock("no tea\nat all"))
+    record = failure_record(exc, exc.__traceback__)
+    head, _, rest = record.partition("\n")
+    assert head == "tests.django_project.shop.tasks.OutOfStock: no tea"
+    assert rest == "".join(traceback.format_exception(exc))
+    assert exception_path(record) == "tests.django_project.shop.tasks.OutOfStock"
+    assert traceback_of(record) == rest
+
+
+def test_a_record_too_long_keeps_the_end_of_its_traceback() -> None:
+    exc = _raised(ValueError("x" * 20_000))
+    record = failure_record(exc, exc.__traceback__)
+    assert len(record) <= MAX_ERROR_CHARS
+    printed = traceback_of(record)
+    assert printed.startswith("Traceback (most recent call last):\n  …\n")
+    assert printed.endswith("x" * 100 + "\n")
+
+
+@pytest.mark.parametrize(
+    "text", ["TimeoutError: add ran past its 5s timeout", "x: y\n  File a.py, line 1"]
+)
+def test_an_error_the_worker_wrote_itself_is_its_own_traceback(text: str) -> None:
+    assert traceback_of(text) == text
+
+
+def test_the_declared_tasks_are_the_apps_and_the_settings() -> None:
+    declared = declared_tasks()
+    assert declared["tests.django_project.shop.tasks.add"] is tasks.add
+    assert "tests.django_project.shop.extra.shout" in declared
+    assert not any(name.startswith("tests.django_project.shop.undeclared") for name in declared)
+
+
+@pytest.mark.parametrize("value", ["myapp.tasks", ["my app"], [3], None])
+def test_task_modules_that_are_not_module_names_are_a_configuration_error(value: object) -> None:
+    with (
+        override_settings(JOBVISOR_TASK_MODULES=value),
+        pytest.raises(ImproperlyConfigured, match="JOBVISOR_TASK_MODULES"),
+    ):
+        _task_modules()

@@ -76,7 +76,7 @@ from ..queue.model import Job, JobStatus
 from ..queue.notices import NoticeKind
 from ..queue.ops import result_json
 from .protocol import HEARTBEAT_INTERVAL, ControlChannel, Outcome
-from .registry import Cancel, Handler, JobContext, Registry, Snooze
+from .registry import AttemptFailed, Cancel, Handler, JobContext, Registry, Snooze
 
 log = get_logger("worker")
 
@@ -197,7 +197,7 @@ def _failure_text(
     """What a failed attempt records: its timeout, or the exception."""
     if timer is not None and timer.expired():
         return f"TimeoutError: {job.job_type} ran past its {handler.timeout:g}s timeout"
-    return error_text(exc)
+    return exc.record if isinstance(exc, AttemptFailed) else error_text(exc)
 
 
 class _Running:

@@ -83,6 +83,18 @@ class Cancel(Exception):
         super().__init__(reason)
 
 
+class AttemptFailed(Exception):
+    """Raised by a handler that writes its own account of a failed attempt:
+    the attempt failed, and `record` is kept as the job's error as it is,
+    instead of the exception's name and innermost frames (a framework's
+    runner keeps the traceback its framework hands on). Its first line
+    should name the error: every jobvisor tool shows that line."""
+
+    def __init__(self, record: str) -> None:
+        self.record = record
+        super().__init__(record.split("\n", 1)[0])
+
+
 class InvalidLimit(InvalidArgument):
     """A handler's declared limit is refused (`jobvisor run` exits 78)."""
 

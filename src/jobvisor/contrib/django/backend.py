@@ -41,7 +41,7 @@ from .compat import (
     set_frozen,
     task_enqueued,
 )
-from .results import TaskNotFound, import_task, payload, task_result
+from .results import TaskNotFound, find_task, payload, task_result
 
 # Django's database vendors jobvisor has an engine for.
 ENGINES: Final = {"postgresql": "postgres", "sqlite": "sqlite"}
@@ -109,8 +109,10 @@ class JobvisorBackend(BaseTaskBackend):  # type: ignore[misc]
 
     def enqueue(self, task: Any, args: Sequence[Any], kwargs: Mapping[str, Any]) -> Any:
         """Write the task's job in Django's current transaction; its result,
-        READY. Arguments that are not JSON raise `TypeError` (or `ValueError`)
-        as the framework does, before anything is written."""
+        READY, enqueued at the job's `created_at`. Arguments of a type JSON
+        lacks raise `TypeError`, as the framework does; values jobvisor
+        cannot store (NaN or infinity, a NUL, a lone surrogate, past the
+        payload's size) `ValueError`; both before anything is written."""
         self.validate_task(task)
         result = TaskResult(
             task=task,
@@ -126,28 +128,35 @@ class JobvisorBackend(BaseTaskBackend):  # type: ignore[misc]
             errors=[],
             worker_ids=[],
         )  # normalises the arguments to JSON, or raises
-        job_id = self.queue.enqueue(
-            task.module_path,
-            payload(result.args, result.kwargs, self.alias),
-            queue=task.queue_name,
-            priority=task.priority,
-            run_at=_aware(task.run_after),
-            max_attempts=self.max_attempts,
-        )
+        try:
+            job_id = self.queue.enqueue(
+                task.module_path,
+                payload(result.args, result.kwargs, self.alias),
+                queue=task.queue_name,
+                priority=task.priority,
+                run_at=_aware(task.run_after),
+                max_attempts=self.max_attempts,
+            )
+        except InvalidArgument as exc:  # the task and its options passed: the arguments
+            raise ValueError(f"{task.module_path}: {exc}") from None
         set_frozen(result, "id", str(job_id))
-        set_frozen(result, "enqueued_at", timezone.now())
+        # The job's own time, as `get_result` reads it back (the same row,
+        # on the same connection: it sees the row before the commit too).
+        set_frozen(result, "enqueued_at", self.queue.get(job_id).created_at)
         task_enqueued.send(type(self), task_result=result)
         return result
 
     def get_result(self, result_id: str) -> Any:
         """The task's result as the queue has it now; `TaskResultDoesNotExist`
-        for an id no job has (or a job that is not a task this process knows)."""
+        for an id no job has, or a job whose type is not a task the project
+        declares (`results.declared_tasks`: a job type is looked up, never
+        imported)."""
         try:
             job = self.queue.get(uuid.UUID(str(result_id)))
         except (ValueError, JobNotFound):
             raise TaskResultDoesNotExist(result_id) from None
         try:
-            task = import_task(job.job_type)
+            task = find_task(job.job_type)
         except TaskNotFound as exc:
             raise TaskResultDoesNotExist(f"{result_id}: {exc}") from None
         return task_result(job, task, self.alias)

@@ -13,6 +13,7 @@ try:  # Django 6.0+
     from django.tasks.backends.base import BaseTaskBackend
     from django.tasks.base import DEFAULT_TASK_PRIORITY, Task, TaskError
     from django.tasks.signals import task_enqueued, task_finished, task_started
+    from django.utils.json import normalize_json
 
     FRAMEWORK = "django.tasks"
 except ImportError:  # the backport
@@ -21,6 +22,7 @@ except ImportError:  # the backport
     from django_tasks.backends.base import BaseTaskBackend
     from django_tasks.base import DEFAULT_TASK_PRIORITY, Task, TaskError
     from django_tasks.signals import task_enqueued, task_finished, task_started
+    from django_tasks.utils import normalize_json
 
     FRAMEWORK = "django_tasks"
 
@@ -41,6 +43,7 @@ __all__ = [
     "TaskResult",
     "TaskResultDoesNotExist",
     "TaskResultStatus",
+    "normalize_json",
     "task_enqueued",
     "task_finished",
     "task_started",

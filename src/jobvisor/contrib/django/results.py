@@ -16,12 +16,21 @@ from __future__ import annotations
 
 import builtins
 import contextlib
+import importlib
+import threading
+import traceback
 from collections.abc import Mapping, Sequence
+from types import TracebackType
 from typing import Any, Final
 
-from django.utils.module_loading import import_string
+from django.apps import apps
+from django.conf import settings
+from django.core.exceptions import ImproperlyConfigured
+from django.utils.module_loading import module_has_submodule
 
 from ...queue.model import Job, JobStatus
+from ...queue.ops import MAX_ERROR_CHARS
+from ...queue.validate import short
 from .compat import (
     InvalidTask,
     Task,
@@ -42,22 +51,81 @@ STATUS: Final[Mapping[JobStatus, Any]] = {
 
 # An error text that names no importable exception (a timeout, a cancel).
 UNKNOWN_EXCEPTION: Final = "builtins.Exception"
+# The first line of a printed traceback, and how much of an exception's
+# message a record's first line keeps.
+TRACEBACK_START: Final = "Traceback (most recent call last):\n"
+HEAD_CHARS: Final = 1000
+
+
+# The Django setting that lists task modules beyond the installed apps'
+# `tasks` modules.
+TASK_MODULES_SETTING: Final = "JOBVISOR_TASK_MODULES"
 
 
 class TaskNotFound(Exception):
-    """A job type that names no Django task this process can import."""
+    """A job type that names no task the project declares."""
+
+    def __init__(self, job_type: str) -> None:
+        super().__init__(
+            f"job type {short(job_type)} is not a task of this project (a @task in an "
+            f"installed app's tasks module or in a module {TASK_MODULES_SETTING} lists)"
+        )
 
 
-def import_task(path: str) -> Any:
-    """The `Task` at `path`: a module-level function decorated with `@task`.
-    `TaskNotFound` when it cannot be imported or is something else: a job
-    type is data, so nothing but a declared task is ever called by it."""
-    try:
-        found = import_string(path)
-    except ImportError as exc:
-        raise TaskNotFound(f"cannot import the task {path!r}: {exc}") from exc
-    if not isinstance(found, Task):
-        raise TaskNotFound(f"{path!r} is {type(found).__name__}, not a task (@task)")
+_declared: dict[str, Any] | None = None
+_declaring = threading.Lock()
+
+
+def declared_tasks() -> Mapping[str, Any]:
+    """Every task the project declares, by job type (its module path): the
+    `@task` objects at the top level of each installed app's `tasks` module
+    and of each module `JOBVISOR_TASK_MODULES` lists. Those modules are
+    imported the first time (an error in one propagates, as Django's own
+    autodiscovery has it); nothing else is ever imported to find a task.
+    `ImproperlyConfigured` when the setting is not a list of module names."""
+    global _declared
+    with _declaring:
+        if _declared is None:
+            _declared = _collect(_task_modules())
+        return _declared
+
+
+def _task_modules() -> list[str]:
+    listed = getattr(settings, TASK_MODULES_SETTING, ())
+    if isinstance(listed, str) or not isinstance(listed, list | tuple):
+        raise ImproperlyConfigured(
+            f"{TASK_MODULES_SETTING}={listed!r}: expected a list of module names"
+        )
+    for name in listed:
+        if not isinstance(name, str) or not all(p.isidentifier() for p in name.split(".")):
+            raise ImproperlyConfigured(
+                f"{TASK_MODULES_SETTING}: {name!r} is not a module name (myapp.jobs)"
+            )
+    found = [
+        f"{app.name}.tasks"
+        for app in apps.get_app_configs()
+        if module_has_submodule(app.module, "tasks")
+    ]
+    return found + [name for name in listed if name not in found]
+
+
+def _collect(modules: Sequence[str]) -> dict[str, Any]:
+    tasks: dict[str, Any] = {}
+    for name in modules:
+        module = importlib.import_module(name)
+        for value in vars(module).values():
+            if isinstance(value, Task):
+                tasks.setdefault(value.module_path, value)
+    return tasks
+
+
+def find_task(job_type: str) -> Any:
+    """The declared task (see `declared_tasks`) whose module path is
+    `job_type`; `TaskNotFound` otherwise. A job type is data: it is looked
+    up, never imported, so a job can only ever run a declared task."""
+    found = declared_tasks().get(job_type)
+    if found is None:
+        raise TaskNotFound(job_type)
     return found
 
 
@@ -70,6 +138,25 @@ def call_of(job: Job) -> tuple[list[Any], dict[str, Any]]:
     """(args, kwargs) of a task's job."""
     data = job.payload if isinstance(job.payload, dict) else {}
     return list(data.get("args") or []), dict(data.get("kwargs") or {})
+
+
+def failure_record(exc: BaseException, tb: TracebackType | None) -> str:
+    """What a task's failed attempt records: one line naming the exception
+    by its class's full path and its message's first line (what every
+    jobvisor tool shows), then the traceback from `tb` on as
+    `traceback.format_exception` prints it, which `TaskResult.errors` hands
+    the framework. A traceback too long for the job's error keeps its end."""
+    path = f"{type(exc).__module__}.{type(exc).__qualname__}"
+    try:
+        message = str(exc).strip()
+    except Exception:  # an exception that cannot be printed is named by its class
+        message = ""
+    head = f"{path}: {message.splitlines()[0]}"[:HEAD_CHARS] if message else path
+    printed = "".join(traceback.format_exception(type(exc), exc, tb))
+    room = MAX_ERROR_CHARS - len(head) - 1
+    if len(printed) > room:
+        printed = TRACEBACK_START + "  …\n" + printed[-(room - len(TRACEBACK_START) - 4) :]
+    return f"{head}\n{printed}"
 
 
 def exception_path(error: str) -> str:
@@ -85,9 +172,21 @@ def exception_path(error: str) -> str:
     return UNKNOWN_EXCEPTION
 
 
+def traceback_of(error: str) -> str:
+    """The traceback in an error text: what follows the first line of a
+    task's record (see `failure_record`: it ends with a newline, as a
+    printed traceback does, and no other error text the worker writes does),
+    or else the whole text (a timeout, a cancel, a result that could not be
+    stored)."""
+    _, _, printed = error.partition("\n")
+    return printed if printed.endswith("\n") else error
+
+
 def _errors(job: Job) -> list[Any]:
     errors = [
-        TaskError(exception_class_path=exception_path(e["error"]), traceback=e["error"])
+        TaskError(
+            exception_class_path=exception_path(e["error"]), traceback=traceback_of(e["error"])
+        )
         for e in job.errors
     ]
     recorded = {e["attempt"] for e in job.errors}
