@@ -190,7 +190,10 @@ class DjangoTasks(Registry):
         return handler
 
     def runnable_types(self) -> frozenset[str] | None:
-        return None  # any module path may name a task: resolved once claimed
+        # Any type is claimed: one naming no declared task fails with
+        # `TaskNotFound`, as Django's framework expects of a backend, rather
+        # than waiting unclaimed for a worker that will never know it.
+        return None
 
     @property
     def needs_threads(self) -> bool:
