@@ -4,18 +4,20 @@
 #
 #   make run        the service (`jobvisor run`), SQLite at ./jobvisor.db by default
 #   make test       lint + typecheck + the whole test suite
-#   make lint / typecheck / fmt / bench / clean
+#   make lint / typecheck / fmt / bench / docs / dist / clean
 
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.jobvisor-installed
+DOCS_STAMP := $(VENV)/.jobvisor-docs-installed
+RELEASE_STAMP := $(VENV)/.jobvisor-release-installed
 CHECKED := src tests bench examples
 PYTEST_ARGS ?=
 BENCH_ARGS ?=
 
 .DEFAULT_GOAL := help
-.PHONY: help install run test lint typecheck pytest fmt bench clean
+.PHONY: help install run test lint typecheck pytest fmt bench docs dist clean
 
 help:
 	@echo "make run        run the service (jobvisor run; SQLite ./jobvisor.db unless JOBVISOR_DATABASE_URL)"
@@ -24,6 +26,8 @@ help:
 	@echo "make typecheck  mypy (strict, configured in pyproject.toml)"
 	@echo "make fmt        ruff format + ruff check --fix"
 	@echo "make bench      bench/queue_throughput.py (BENCH_ARGS='--engine sqlite --jobs 20000')"
+	@echo "make docs       the documentation site into site/ (mkdocs build --strict)"
+	@echo "make dist       the wheel and sdist into dist/, checked, installed in a fresh venv"
 	@echo "make clean      remove the virtual environment and caches"
 
 $(BIN)/python:
@@ -35,6 +39,15 @@ $(STAMP): pyproject.toml | $(BIN)/python
 	@touch $@
 
 install: $(STAMP)
+
+# The extras for the site and for building a release, each installed once.
+$(DOCS_STAMP): pyproject.toml | $(STAMP)
+	$(BIN)/python -m pip install --quiet -e '.[dev,docs]'
+	@touch $@
+
+$(RELEASE_STAMP): pyproject.toml | $(STAMP)
+	$(BIN)/python -m pip install --quiet -e '.[dev,release]'
+	@touch $@
 
 # Without JOBVISOR_APP the service runs the bundled example app: seed it a
 # demo batch first (enqueued, run, some retried) and log the summary often.
@@ -65,7 +78,14 @@ fmt: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/python bench/queue_throughput.py $(BENCH_ARGS)
 
+# --strict: a broken link, a missing page or a reference that does not resolve fails.
+docs: $(DOCS_STAMP)
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --site-dir site
+
+dist: $(RELEASE_STAMP)
+	PYTHON=$(BIN)/python .ci/package
+
 clean:
-	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache .hypothesis build dist
+	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache .hypothesis build dist site
 	find src tests bench -name __pycache__ -type d -prune -exec rm -rf {} +
 	rm -rf src/*.egg-info

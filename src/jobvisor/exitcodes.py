@@ -1,7 +1,7 @@
 """Every exit code a jobvisor process uses, in one place.
 
 `jobvisor run` (the supervisor), `python -m jobvisor.worker` and the other
-commands share this table; the README's exit-code list and the systemd unit's
+commands share this table; the exit-code table in docs/operations.md and the systemd unit's
 `RestartPreventExitStatus` are written from it.
 """
 
