@@ -406,17 +406,25 @@ ADMIN_TOKEN_ENV = ENV_PREFIX + "ADMIN_TOKEN"
 MIN_ADMIN_TOKEN_CHARS = 16
 
 
+ADMIN_TOKEN_EXPECTED = (
+    f"at least {MIN_ADMIN_TOKEN_CHARS} characters, printable ASCII without spaces"
+    " (openssl rand -hex 32 makes one)"
+)
+
+
+def admin_token_ok(token: str) -> bool:
+    """Whether `token` may be the admin token: long enough to resist guessing,
+    and printable ASCII without spaces, since an HTTP header (`Authorization:
+    Bearer`) carries nothing else intact."""
+    return len(token) >= MIN_ADMIN_TOKEN_CHARS and all("!" <= c <= "~" for c in token)
+
+
 def admin_token(env: Mapping[str, str] | None = None) -> str | None:
     """The admin token (None when unset or empty: the dashboard is
-    read-only). Raises `ConfigError` when it is shorter than
-    `MIN_ADMIN_TOKEN_CHARS` characters."""
+    read-only). Raises `ConfigError` when `admin_token_ok` refuses it."""
     token = (os.environ if env is None else env).get(ADMIN_TOKEN_ENV, "").strip()
-    if token and len(token) < MIN_ADMIN_TOKEN_CHARS:
-        raise ConfigError(
-            ADMIN_TOKEN_ENV,
-            "(not shown)",
-            f"at least {MIN_ADMIN_TOKEN_CHARS} characters (openssl rand -hex 32 makes one)",
-        )
+    if token and not admin_token_ok(token):
+        raise ConfigError(ADMIN_TOKEN_ENV, "(not shown)", ADMIN_TOKEN_EXPECTED)
     return token or None
 
 

@@ -32,14 +32,16 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.templating import Jinja2Templates
 
+from ..config import ADMIN_TOKEN_EXPECTED, admin_token_ok
 from ..log import get_logger
 from ..queue.api import AsyncQueue
 from ..queue.browse import COUNT_CAP, PAGE_DEFAULT, JobPage
 from ..queue.errors import InvalidArgument, JobNotFound, JobvisorError
 from ..queue.model import JobStatus, LimitScope
 from . import views
-from .actions import Action
+from .actions import MAX_BODY_BYTES, Action, parse_json
 from .auth import SESSION_COOKIE, SESSION_MAX_AGE, Guard
+from .throttle import Throttle
 
 HERE: Final = Path(__file__).parent
 PAGE_HEADERS: Final = {
@@ -63,9 +65,15 @@ class Dashboard:
     queue: AsyncQueue
     guard: Guard
     templates: Jinja2Templates
+    throttle: Throttle
 
     def page(
-        self, request: Request, name: str, context: Mapping[str, Any], status: int = 200
+        self,
+        request: Request,
+        name: str,
+        context: Mapping[str, Any],
+        status: int = 200,
+        headers: Mapping[str, str] | None = None,
     ) -> Response:
         base = {
             "read_only": self.guard.read_only,
@@ -80,7 +88,11 @@ class Dashboard:
             "next": "/",
         }
         return self.templates.TemplateResponse(
-            request, name, {**base, **context}, status_code=status, headers=PAGE_HEADERS
+            request,
+            name,
+            {**base, **context},
+            status_code=status,
+            headers={**PAGE_HEADERS, **(headers or {})},
         )
 
 
@@ -203,20 +215,33 @@ async def schedules(request: Request) -> Response:
 async def login(request: Request) -> Response:
     d: Dashboard = request.app.state.dashboard
     error = None
+    client = _client(request)
     if request.method == "POST":
+        wait = d.throttle.retry_after(client)
+        if wait:
+            error = f"Too many wrong tokens from {client}: try again in {wait} seconds."
+            context = {"error": error, "next": _safe_next(request.query_params.get("next"))}
+            return d.page(request, "login.html", context, 429, {"Retry-After": str(wait)})
         form = await request.form()
         if not d.guard.csrf_ok(request, form.get("csrf")):
             error = "The form expired: try again."
         elif d.guard.matches(str(form.get("token", ""))):
             d.guard.log_in(request)
             request.session["flash"] = "Logged in: actions are allowed."
-            log.info("web.login", client=_client(request))
+            log.info("web.login", client=client)
             return _redirect(request, _safe_next(form.get("next")))
         else:
             error = "That is not the admin token."
-            log.warning("web.login_refused", client=_client(request))
+            log.warning("web.login_refused", client=client)
+            _failed(d, client)
     context = {"error": error, "next": _safe_next(request.query_params.get("next"))}
     return d.page(request, "login.html", context, 400 if error else 200)
+
+
+def _failed(d: Dashboard, client: str) -> None:
+    """Count a wrong token against `client`, saying so once it must wait."""
+    if d.throttle.failed(client):
+        log.warning("web.throttled", client=client, retry_after=d.throttle.retry_after(client))
 
 
 async def logout(request: Request) -> Response:
@@ -343,14 +368,28 @@ async def api_act(request: Request) -> Response:
     d: Dashboard = request.app.state.dashboard
     if d.guard.read_only:
         return _api_error(403, "read-only: set JOBVISOR_ADMIN_TOKEN to allow actions")
+    client = _client(request)
+    wait = d.throttle.retry_after(client)
+    if wait:
+        message = f"too many wrong tokens from {client}: try again in {wait} seconds"
+        return ApiResponse(
+            {"error": message}, status_code=429, headers={**NO_STORE, "Retry-After": str(wait)}
+        )
     if not d.guard.bearer(request):
+        log.warning("web.bearer_refused", client=client)
+        _failed(d, client)
         return _api_error(401, "expected Authorization: Bearer <admin token>")
+    raw = bytearray()
+    async for chunk in request.stream():
+        raw += chunk
+        if len(raw) > MAX_BODY_BYTES:
+            return _api_error(413, f"body: expected at most {MAX_BODY_BYTES} bytes of JSON")
     try:
-        body = await request.json()
-    except ValueError:
-        return _api_error(400, "expected a JSON object")
+        body = parse_json(bytes(raw))
+    except InvalidArgument as exc:
+        return _api_error(400, str(exc))
     if not isinstance(body, dict):
-        return _api_error(400, "expected a JSON object")
+        return _api_error(400, "body: expected a JSON object")
     try:
         action = Action.parse(request.path_params["verb"], body)
         done = await action.perform(d.queue)
@@ -374,8 +413,14 @@ def app(queue: AsyncQueue, *, admin_token: str | None = None) -> Starlette:
     caller), as an ASGI application: mount it in a Starlette or FastAPI app
     (`Mount("/jobvisor", app=jobvisor.web.app(queue))`) or serve it alone
     (`jobvisor web`). Read-only without `admin_token`; with it, actions need
-    a login (pages) or `Authorization: Bearer` (the API)."""
-    dashboard = Dashboard(queue, Guard(admin_token), _templates())
+    a login (pages) or `Authorization: Bearer` (the API).
+
+    Raises `InvalidArgument` when `admin_token` is too short to resist
+    guessing or holds a character an HTTP header cannot carry (the
+    rule `JOBVISOR_ADMIN_TOKEN` follows); the error never shows the token."""
+    if admin_token and not admin_token_ok(admin_token):
+        raise InvalidArgument(f"admin_token=(not shown): expected {ADMIN_TOKEN_EXPECTED}")
+    dashboard = Dashboard(queue, Guard(admin_token), _templates(), Throttle())
     verbs = "{verb:str}"
     routes = [
         Route("/", overview, name="overview"),

@@ -1,0 +1,123 @@
+"""The dashboard's defences, over HTTP on both engines: the admin token it
+accepts, the API's bounded JSON, and the throttle on wrong tokens."""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+
+from jobvisor import JobStatus, Queue
+from jobvisor.queue.api import AsyncQueue
+from jobvisor.queue.errors import InvalidArgument
+from jobvisor.web import app
+from jobvisor.web.throttle import BURST, REFILL_SECONDS, Throttle
+
+from .conftest import TOKEN, Browser
+
+
+@pytest.mark.parametrize(
+    "token",
+    [
+        "Z7",  # too short
+        "0123456789abcde",  # one short of 16
+        "pässwört-geheim-0123456789",  # a header carries Latin-1: never matches
+        "spaces in a long token 0123",  # stripped from a header
+    ],
+)
+def test_app_refuses_an_admin_token_it_could_not_defend_or_match(
+    aqueue: AsyncQueue, token: str
+) -> None:
+    with pytest.raises(InvalidArgument) as caught:
+        app(aqueue, admin_token=token)
+    message = str(caught.value)
+    assert message.startswith("admin_token=(not shown): expected at least 16 characters")
+    assert "printable ASCII without spaces" in message and token not in message
+
+
+def test_deeply_nested_json_is_refused_with_400(
+    dashboard: Browser, queue: Queue, caplog: pytest.LogCaptureFixture
+) -> None:
+    job_id = queue.enqueue("send")
+    headers = {"Authorization": f"Bearer {TOKEN}", "Content-Type": "application/json"}
+    deep = b"[" * 100_000 + b"]" * 100_000
+    with caplog.at_level(logging.INFO):
+        status, text, _ = dashboard.request("/api/actions/cancel", raw=deep, headers=headers)
+        assert status == 400, text
+        assert "nested more than 8 deep" in text
+        body = b'{"ids": [[[[[[[[["' + str(job_id).encode() + b'"]]]]]]]]]}'
+        status, text, _ = dashboard.request("/api/actions/cancel", raw=body, headers=headers)
+        assert status == 400, text
+    assert "RecursionError" not in caplog.text and "Traceback" not in caplog.text
+    # Brackets inside a string are text, not nesting.
+    status, done = dashboard.api("/api/actions/pause", {"queue": "q" + "[" * 20}, token=TOKEN)
+    assert status == 200 and queue.paused() == ["q" + "[" * 20], done
+    assert queue.get(job_id).status is JobStatus.PENDING  # nothing was done
+
+
+def test_a_body_too_large_is_refused_with_413(dashboard: Browser, queue: Queue) -> None:
+    job_id = queue.enqueue("send")
+    headers = {"Authorization": f"Bearer {TOKEN}", "Content-Type": "application/json"}
+    body = b'{"ids": ["' + str(job_id).encode() + b'"], "pad": "' + b"x" * 300_000 + b'"}'
+    status, text, _ = dashboard.request("/api/actions/cancel", raw=body, headers=headers)
+    assert status == 413 and "expected at most" in text
+    assert queue.get(job_id).status is JobStatus.PENDING
+
+
+def test_wrong_logins_are_throttled_and_the_token_never_logged(
+    dashboard: Browser, caplog: pytest.LogCaptureFixture
+) -> None:
+    wrong = "not-the-token-but-long-enough"
+    with caplog.at_level(logging.INFO):
+        for _ in range(BURST):
+            status, page = dashboard.log_in(wrong)
+            assert status == 400 and "That is not the admin token." in page
+        # The right token too is refused now: it is not even compared.
+        status, page, headers = dashboard.request(
+            "/login", form={"csrf": dashboard.csrf("/login"), "token": TOKEN, "next": "/"}
+        )
+    assert status == 429 and "Too many wrong tokens from 127.0.0.1" in page
+    assert 0 < int(headers["retry-after"]) <= REFILL_SECONDS
+    assert "Logged in" not in page
+    assert "web.throttled" in caplog.text
+    assert TOKEN not in caplog.text and wrong not in caplog.text
+
+
+def test_wrong_bearer_tokens_are_throttled(dashboard: Browser, queue: Queue) -> None:
+    queue.enqueue("send", queue="mail")
+    for _ in range(BURST):
+        status, body = dashboard.api("/api/actions/pause", {"queue": "mail"}, token="wrong")
+        assert status == 401, body
+    status, body = dashboard.api("/api/actions/pause", {"queue": "mail"}, token=TOKEN)
+    assert status == 429 and "try again in" in body["error"]
+    _, _, headers = dashboard.request(
+        "/api/actions/pause",
+        body={"queue": "mail"},
+        headers={"Authorization": f"Bearer {TOKEN}", "Content-Type": "application/json"},
+    )
+    assert int(headers["retry-after"]) > 0
+    assert queue.paused() == []  # nothing was done
+
+
+def test_a_bucket_refills_with_time_and_each_client_has_its_own() -> None:
+    now = [1000.0]
+    throttle = Throttle(burst=3, refill_seconds=10.0, clock=lambda: now[0])
+    assert [throttle.failed("10.0.0.1") for _ in range(3)] == [False, False, True]
+    assert throttle.retry_after("10.0.0.1") == 10
+    assert throttle.retry_after("10.0.0.2") == 0
+    now[0] += 4
+    assert throttle.retry_after("10.0.0.1") == 6
+    now[0] += 6
+    assert throttle.retry_after("10.0.0.1") == 0
+    assert throttle.failed("10.0.0.1") is True  # one try, then wait again
+
+
+def test_the_table_of_clients_is_bounded() -> None:
+    now = [0.0]
+    throttle = Throttle(burst=2, refill_seconds=10.0, max_clients=3, clock=lambda: now[0])
+    for i in range(3):
+        throttle.failed(f"10.0.0.{i}")
+        throttle.failed(f"10.0.0.{i}")
+    throttle.failed("10.0.0.9")  # over the bound: the least recent goes
+    assert throttle.retry_after("10.0.0.0") == 0
+    assert throttle.retry_after("10.0.0.2") > 0
