@@ -13,7 +13,7 @@ from jobvisor.queue.errors import InvalidArgument
 from jobvisor.web import app
 from jobvisor.web.throttle import BURST, REFILL_SECONDS, Throttle
 
-from .conftest import TOKEN, Browser
+from .conftest import TOKEN, Browser, serving
 
 
 @pytest.mark.parametrize(
@@ -121,3 +121,34 @@ def test_the_table_of_clients_is_bounded() -> None:
     throttle.failed("10.0.0.9")  # over the bound: the least recent goes
     assert throttle.retry_after("10.0.0.0") == 0
     assert throttle.retry_after("10.0.0.2") > 0
+
+
+def _copy_cookies(source: Browser, target: Browser) -> None:
+    for cookie in source.jar:
+        target.jar.set_cookie(cookie)
+
+
+def test_logout_ends_the_session_in_every_process(queue: Queue, url: str) -> None:
+    """Two dashboards over one database (two supervisors' own): a cookie
+    saved before its logout acts in neither, though its signature holds."""
+    make = lambda q: app(q, admin_token=TOKEN)  # noqa: E731
+    with serving(url, make) as one, serving(url, make) as two:
+        admin = Browser(one)
+        assert admin.log_in()[0] == 200
+        here, there = Browser(one), Browser(two)
+        _copy_cookies(admin, here)
+        _copy_cookies(admin, there)
+        csrf = admin.csrf()
+        status, page = there.post("/actions/pause", csrf=csrf, queue="mail", confirmed="1")
+        assert status == 200 and "Paused queue &#39;mail&#39;." in page
+        status, _ = admin.post("/logout", csrf=csrf)
+        assert status == 200
+        for saved in (here, there):
+            status, page = saved.post("/actions/resume", csrf=csrf, queue="mail", confirmed="1")
+            assert status == 403 and "log in first" in page
+            assert "Log out" not in saved.get("/")[1]
+        assert queue.paused() == ["mail"]
+        # Logging in again makes a new session; the old one stays ended.
+        assert admin.log_in()[0] == 200
+        status, _ = here.post("/actions/resume", csrf=csrf, queue="mail", confirmed="1")
+        assert status == 403 and queue.paused() == ["mail"]

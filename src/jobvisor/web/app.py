@@ -67,7 +67,7 @@ class Dashboard:
     templates: Jinja2Templates
     throttle: Throttle
 
-    def page(
+    async def page(
         self,
         request: Request,
         name: str,
@@ -77,7 +77,7 @@ class Dashboard:
     ) -> Response:
         base = {
             "read_only": self.guard.read_only,
-            "logged_in": self.guard.logged_in(request),
+            "logged_in": await self.guard.logged_in(request),
             "csrf": self.guard.csrf_token(request),
             "flash": request.session.pop("flash", None),
             "engine": self.queue.engine,
@@ -145,7 +145,7 @@ async def overview(request: Request) -> Response:
         "running": running,
         "count_cap": COUNT_CAP,
     }
-    return d.page(request, "overview.html", context)
+    return await d.page(request, "overview.html", context)
 
 
 def _filters(request: Request) -> dict[str, str]:
@@ -161,12 +161,12 @@ async def jobs(request: Request) -> Response:
             return _redirect(request, f"/jobs/{uuid.UUID(wanted_id)}")
         except ValueError:
             error = f"id={wanted_id!r}: expected a job id"
-            return d.page(request, "jobs.html", _jobs_context(filters, None, error), 400)
+            return await d.page(request, "jobs.html", _jobs_context(filters, None, error), 400)
     try:
         page = await _page(d.queue, request, filters)
     except InvalidArgument as exc:
-        return d.page(request, "jobs.html", _jobs_context(filters, None, str(exc)), 400)
-    return d.page(request, "jobs.html", _jobs_context(filters, page, None))
+        return await d.page(request, "jobs.html", _jobs_context(filters, None, str(exc)), 400)
+    return await d.page(request, "jobs.html", _jobs_context(filters, page, None))
 
 
 async def _page(
@@ -203,13 +203,13 @@ async def job_detail(request: Request) -> Response:
     try:
         job = await d.queue.get(raw)
     except (JobNotFound, InvalidArgument) as exc:
-        return d.page(request, "missing.html", {"error": str(exc)}, 404)
-    return d.page(request, "job.html", {"job": job, "trace": views.trace_id(job.meta)})
+        return await d.page(request, "missing.html", {"error": str(exc)}, 404)
+    return await d.page(request, "job.html", {"job": job, "trace": views.trace_id(job.meta)})
 
 
 async def schedules(request: Request) -> Response:
     d: Dashboard = request.app.state.dashboard
-    return d.page(request, "schedules.html", {"schedules": await d.queue.schedules()})
+    return await d.page(request, "schedules.html", {"schedules": await d.queue.schedules()})
 
 
 async def login(request: Request) -> Response:
@@ -220,13 +220,15 @@ async def login(request: Request) -> Response:
         wait = d.throttle.retry_after(client)
         if wait:
             error = f"Too many wrong tokens from {client}: try again in {wait} seconds."
-            context = {"error": error, "next": _safe_next(request.query_params.get("next"))}
-            return d.page(request, "login.html", context, 429, {"Retry-After": str(wait)})
+            wait_context = {"error": error, "next": _safe_next(request.query_params.get("next"))}
+            return await d.page(
+                request, "login.html", wait_context, 429, {"Retry-After": str(wait)}
+            )
         form = await request.form()
         if not d.guard.csrf_ok(request, form.get("csrf")):
             error = "The form expired: try again."
         elif d.guard.matches(str(form.get("token", ""))):
-            d.guard.log_in(request)
+            await d.guard.log_in(request)
             request.session["flash"] = "Logged in: actions are allowed."
             log.info("web.login", client=client)
             return _redirect(request, _safe_next(form.get("next")))
@@ -235,7 +237,7 @@ async def login(request: Request) -> Response:
             log.warning("web.login_refused", client=client)
             _failed(d, client)
     context = {"error": error, "next": _safe_next(request.query_params.get("next"))}
-    return d.page(request, "login.html", context, 400 if error else 200)
+    return await d.page(request, "login.html", context, 400 if error else 200)
 
 
 def _failed(d: Dashboard, client: str) -> None:
@@ -248,7 +250,7 @@ async def logout(request: Request) -> Response:
     d: Dashboard = request.app.state.dashboard
     form = await request.form()
     if d.guard.csrf_ok(request, form.get("csrf")):
-        d.guard.log_out(request)
+        await d.guard.log_out(request)
     return _redirect(request, "/")
 
 
@@ -273,25 +275,27 @@ async def act(request: Request) -> Response:
     form = await request.form()
     back = _safe_next(form.get("next"))
     if not d.guard.csrf_ok(request, form.get("csrf")):
-        return d.page(request, "refused.html", {"reason": "The form expired: try again."}, 403)
-    if not d.guard.logged_in(request):
+        return await d.page(
+            request, "refused.html", {"reason": "The form expired: try again."}, 403
+        )
+    if not await d.guard.logged_in(request):
         reason = (
             "The dashboard is read-only: set JOBVISOR_ADMIN_TOKEN to allow actions."
             if d.guard.read_only
             else "Actions need the admin token: log in first."
         )
-        return d.page(request, "refused.html", {"reason": reason, "next": back}, 403)
+        return await d.page(request, "refused.html", {"reason": reason, "next": back}, 403)
     try:
         action = Action.parse(request.path_params["verb"], _form_fields(form))
     except InvalidArgument as exc:
-        return d.page(request, "refused.html", {"reason": str(exc), "next": back}, 400)
+        return await d.page(request, "refused.html", {"reason": str(exc), "next": back}, 400)
     if form.get("confirmed") != "1":
         context = {"action": action, "fields": action.fields(), "next": back}
-        return d.page(request, "confirm.html", context)
+        return await d.page(request, "confirm.html", context)
     try:
         done = await action.perform(d.queue)
     except JobvisorError as exc:
-        return d.page(request, "refused.html", {"reason": str(exc), "next": back}, 409)
+        return await d.page(request, "refused.html", {"reason": str(exc), "next": back}, 409)
     log.info("web.action", action=action.verb.value, count=done.count, client=_client(request))
     request.session["flash"] = done.message
     return _redirect(request, back)
@@ -420,7 +424,7 @@ def app(queue: AsyncQueue, *, admin_token: str | None = None) -> Starlette:
     rule `JOBVISOR_ADMIN_TOKEN` follows); the error never shows the token."""
     if admin_token and not admin_token_ok(admin_token):
         raise InvalidArgument(f"admin_token=(not shown): expected {ADMIN_TOKEN_EXPECTED}")
-    dashboard = Dashboard(queue, Guard(admin_token), _templates(), Throttle())
+    dashboard = Dashboard(queue, Guard(admin_token, queue), _templates(), Throttle())
     verbs = "{verb:str}"
     routes = [
         Route("/", overview, name="overview"),
