@@ -370,6 +370,22 @@ SETTINGS: tuple[Setting, ...] = (
         "host:port",
         "where `jobvisor web` serves the dashboard",
     ),
+    Setting(
+        "dashboard_secure_cookie",
+        "auto",
+        _choice("auto", "on"),
+        "auto or on",
+        "the dashboard's session cookie is marked Secure: on a request that came over HTTPS"
+        " (auto), or always (on: behind a proxy that ends TLS)",
+    ),
+    Setting(
+        "dashboard_trust_proxy",
+        "0",
+        _flag,
+        "1 or 0 (also true/false, yes/no, on/off)",
+        "the dashboard believes X-Forwarded-Proto and X-Forwarded-For from any peer: set it"
+        " only when a proxy that sets them is its one way in",
+    ),
 )
 
 SETTINGS_BY_FIELD = {s.field: s for s in SETTINGS}
@@ -485,6 +501,8 @@ class Config:
     http_addr: str
     dashboard: str
     web_addr: str
+    dashboard_secure_cookie: str
+    dashboard_trust_proxy: bool
     max_payload_bytes: int
     result_max_bytes: int
     sources: Mapping[str, str] = dataclasses.field(default_factory=dict, compare=False)

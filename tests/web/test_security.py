@@ -3,14 +3,18 @@ accepts, the API's bounded JSON, and the throttle on wrong tokens."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
+from typing import Any
 
 import pytest
+from starlette.types import Receive, Scope, Send
 
 from jobvisor import JobStatus, Queue
 from jobvisor.queue.api import AsyncQueue
 from jobvisor.queue.errors import InvalidArgument
 from jobvisor.web import app
+from jobvisor.web.proxy import ForwardedHeaders
 from jobvisor.web.throttle import BURST, REFILL_SECONDS, Throttle
 
 from .conftest import TOKEN, Browser, serving
@@ -152,3 +156,30 @@ def test_logout_ends_the_session_in_every_process(queue: Queue, url: str) -> Non
         assert admin.log_in()[0] == 200
         status, _ = here.post("/actions/resume", csrf=csrf, queue="mail", confirmed="1")
         assert status == 403 and queue.paused() == ["mail"]
+
+
+def test_auto_marks_the_cookie_secure_behind_a_local_tls_proxy(dashboard: Browser) -> None:
+    _, _, plain = dashboard.request("/login")
+    assert "secure" not in plain["set-cookie"].lower()
+    proxy = Browser(dashboard.base)  # a new visitor, through the local proxy
+    _, _, proxied = proxy.request("/login", headers={"X-Forwarded-Proto": "https"})
+    assert "; secure" in proxied["set-cookie"].lower()
+
+
+def test_a_trusted_proxy_says_the_scheme_and_client_by_its_own_entry() -> None:
+    seen: list[Scope] = []
+
+    async def inner(scope: Scope, receive: Receive, send: Send) -> None:
+        seen.append(scope)
+
+    headers = [
+        (b"x-forwarded-proto", b"http, https"),
+        (b"x-forwarded-for", b"198.51.100.7, 203.0.113.9"),  # the client's, the proxy's
+    ]
+    scope: Scope = {"type": "http", "scheme": "http", "client": ("10.0.0.2", 5), "headers": headers}
+    asyncio.run(ForwardedHeaders(inner)(scope, _nothing, _nothing))
+    assert seen[0]["scheme"] == "https" and seen[0]["client"] == ("203.0.113.9", 0)
+
+
+async def _nothing(*_: object) -> Any:
+    return None

@@ -25,7 +25,6 @@ from starlette.applications import Starlette
 from starlette.datastructures import FormData
 from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
-from starlette.middleware.sessions import SessionMiddleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, RedirectResponse, Response
 from starlette.routing import Mount, Route
@@ -41,6 +40,7 @@ from ..queue.model import JobStatus, LimitScope
 from . import views
 from .actions import MAX_BODY_BYTES, Action, parse_json
 from .auth import SESSION_COOKIE, SESSION_MAX_AGE, Guard
+from .proxy import ForwardedHeaders, SessionCookie
 from .throttle import Throttle
 
 HERE: Final = Path(__file__).parent
@@ -412,18 +412,34 @@ async def _not_found(request: Request, exc: Exception) -> Response:
     return PlainTextResponse(f"{detail}\n", 404, headers=PAGE_HEADERS)
 
 
-def app(queue: AsyncQueue, *, admin_token: str | None = None) -> Starlette:
+SECURE_COOKIE: Final = ("auto", "on")
+
+
+def app(
+    queue: AsyncQueue,
+    *,
+    admin_token: str | None = None,
+    secure_cookie: str = "auto",
+    trust_proxy: bool = False,
+) -> Starlette:
     """The dashboard over `queue` (an `AsyncQueue`, opened and closed by the
     caller), as an ASGI application: mount it in a Starlette or FastAPI app
     (`Mount("/jobvisor", app=jobvisor.web.app(queue))`) or serve it alone
     (`jobvisor web`). Read-only without `admin_token`; with it, actions need
     a login (pages) or `Authorization: Bearer` (the API).
 
+    The session cookie is marked `Secure` on a request that came over HTTPS
+    (`secure_cookie="auto"`) or always (`"on"`, behind a proxy that ends
+    TLS). With `trust_proxy`, `X-Forwarded-Proto` and `X-Forwarded-For` say
+    the scheme and the client address whoever sends them (see `web.proxy`).
+
     Raises `InvalidArgument` when `admin_token` is too short to resist
     guessing or holds a character an HTTP header cannot carry (the
     rule `JOBVISOR_ADMIN_TOKEN` follows); the error never shows the token."""
     if admin_token and not admin_token_ok(admin_token):
         raise InvalidArgument(f"admin_token=(not shown): expected {ADMIN_TOKEN_EXPECTED}")
+    if secure_cookie not in SECURE_COOKIE:
+        raise InvalidArgument(f"secure_cookie={secure_cookie!r}: expected auto or on")
     dashboard = Dashboard(queue, Guard(admin_token, queue), _templates(), Throttle())
     verbs = "{verb:str}"
     routes = [
@@ -443,15 +459,16 @@ def app(queue: AsyncQueue, *, admin_token: str | None = None) -> Starlette:
         Route(f"/api/actions/{verbs}", api_act, methods=["POST"]),
         Mount("/static", StaticFiles(directory=HERE / "static"), name="static"),
     ]
-    middleware = [
+    middleware = [Middleware(ForwardedHeaders)] if trust_proxy else []
+    middleware.append(
         Middleware(
-            SessionMiddleware,
+            SessionCookie,
             secret_key=dashboard.guard.session_key,
             session_cookie=SESSION_COOKIE,
             max_age=SESSION_MAX_AGE,
-            same_site="strict",
+            always_secure=secure_cookie == "on",
         )
-    ]
+    )
     application = Starlette(routes=routes, middleware=middleware)
     application.state.dashboard = dashboard
     application.add_exception_handler(404, _not_found)
