@@ -370,6 +370,22 @@ SETTINGS: tuple[Setting, ...] = (
         "host:port",
         "where `jobvisor web` serves the dashboard",
     ),
+    Setting(
+        "dashboard_secure_cookie",
+        "auto",
+        _choice("auto", "on"),
+        "auto or on",
+        "the dashboard's session cookie is marked Secure: on a request that came over HTTPS"
+        " (auto), or always (on: behind a proxy that ends TLS)",
+    ),
+    Setting(
+        "dashboard_trust_proxy",
+        "0",
+        _flag,
+        "1 or 0 (also true/false, yes/no, on/off)",
+        "the dashboard believes X-Forwarded-Proto and X-Forwarded-For from any peer: set it"
+        " only when a proxy that sets them is its one way in",
+    ),
 )
 
 SETTINGS_BY_FIELD = {s.field: s for s in SETTINGS}
@@ -406,17 +422,25 @@ ADMIN_TOKEN_ENV = ENV_PREFIX + "ADMIN_TOKEN"
 MIN_ADMIN_TOKEN_CHARS = 16
 
 
+ADMIN_TOKEN_EXPECTED = (
+    f"at least {MIN_ADMIN_TOKEN_CHARS} characters, printable ASCII without spaces"
+    " (openssl rand -hex 32 makes one)"
+)
+
+
+def admin_token_ok(token: str) -> bool:
+    """Whether `token` may be the admin token: long enough to resist guessing,
+    and printable ASCII without spaces, since an HTTP header (`Authorization:
+    Bearer`) carries nothing else intact."""
+    return len(token) >= MIN_ADMIN_TOKEN_CHARS and all("!" <= c <= "~" for c in token)
+
+
 def admin_token(env: Mapping[str, str] | None = None) -> str | None:
     """The admin token (None when unset or empty: the dashboard is
-    read-only). Raises `ConfigError` when it is shorter than
-    `MIN_ADMIN_TOKEN_CHARS` characters."""
+    read-only). Raises `ConfigError` when `admin_token_ok` refuses it."""
     token = (os.environ if env is None else env).get(ADMIN_TOKEN_ENV, "").strip()
-    if token and len(token) < MIN_ADMIN_TOKEN_CHARS:
-        raise ConfigError(
-            ADMIN_TOKEN_ENV,
-            "(not shown)",
-            f"at least {MIN_ADMIN_TOKEN_CHARS} characters (openssl rand -hex 32 makes one)",
-        )
+    if token and not admin_token_ok(token):
+        raise ConfigError(ADMIN_TOKEN_ENV, "(not shown)", ADMIN_TOKEN_EXPECTED)
     return token or None
 
 
@@ -477,6 +501,8 @@ class Config:
     http_addr: str
     dashboard: str
     web_addr: str
+    dashboard_secure_cookie: str
+    dashboard_trust_proxy: bool
     max_payload_bytes: int
     result_max_bytes: int
     sources: Mapping[str, str] = dataclasses.field(default_factory=dict, compare=False)

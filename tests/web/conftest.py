@@ -74,9 +74,10 @@ class Browser:
         *,
         form: Mapping[str, Any] | None = None,
         body: Any = None,
+        raw: bytes | None = None,
         headers: Mapping[str, str] | None = None,
     ) -> tuple[int, str, dict[str, str]]:
-        data = None
+        data = raw
         if form is not None:
             data = urllib.parse.urlencode(form, doseq=True).encode()
         elif body is not None:

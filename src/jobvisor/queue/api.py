@@ -16,7 +16,7 @@ import uuid
 from collections.abc import AsyncGenerator, Awaitable, Callable, Iterable, Mapping
 from typing import Any, Concatenate, ParamSpec, TypeVar
 
-from . import browse, notices, ops, validate
+from . import browse, notices, ops, validate, web_sessions
 from .engine import (
     POSTGRES,
     SQLITE,
@@ -228,6 +228,9 @@ class Queue(_SyncBound):
     supervisor_forget = _sync(browse.supervisor_forget)
     supervisor_prune = _sync(browse.supervisor_prune)
     running_by_worker = _sync(browse.running_by_worker)
+    web_session_start = _sync(web_sessions.web_session_start)
+    web_session_alive = _sync(web_sessions.web_session_alive)
+    web_session_end = _sync(web_sessions.web_session_end)
 
     def wait(self, job_id: uuid.UUID | str, timeout: float | dt.timedelta | None = None) -> Job:
         """Block until the job is terminal (completed, dead or cancelled) and
@@ -346,6 +349,9 @@ class AsyncQueue(_AsyncBound):
     supervisor_forget = _async(browse.supervisor_forget)
     supervisor_prune = _async(browse.supervisor_prune)
     running_by_worker = _async(browse.running_by_worker)
+    web_session_start = _async(web_sessions.web_session_start)
+    web_session_alive = _async(web_sessions.web_session_alive)
+    web_session_end = _async(web_sessions.web_session_end)
 
     async def wait(
         self,

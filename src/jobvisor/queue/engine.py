@@ -224,6 +224,10 @@ class SqlSet(Protocol):
     SUPERVISOR_DELETE: LiteralString
     SUPERVISOR_PRUNE: LiteralString
     JOB_RUNNING_BY_WORKER: LiteralString
+    WEB_SESSION_START: LiteralString
+    WEB_SESSION_ALIVE: LiteralString
+    WEB_SESSION_END: LiteralString
+    WEB_SESSION_PRUNE: LiteralString
 
 
 _STATUS = {status.value: status for status in JobStatus}

@@ -935,3 +935,25 @@ JOB_RUNNING_BY_WORKER: Final[LiteralString] = (
     "SELECT worker_id, count(*) FROM jobvisor_jobs INDEXED BY jobvisor_jobs_lease_idx"
     " WHERE status = 'running' GROUP BY worker_id"
 )
+
+# --- the dashboard's sessions (`queue.web_sessions`) ------------------------------
+
+WEB_SESSION_START: Final[LiteralString] = (
+    # A login: its session acts until `ttl` seconds from now, or its logout.
+    "INSERT INTO jobvisor_web_sessions (id, expires_at) VALUES (:id, :now + :ttl)"
+)
+
+WEB_SESSION_ALIVE: Final[LiteralString] = (
+    # Whether a session may still act: logged in, not out, not expired.
+    "SELECT 1 FROM jobvisor_web_sessions WHERE id = :id AND expires_at > :now"
+)
+
+WEB_SESSION_END: Final[LiteralString] = (
+    # A logout: the session acts no more, whichever process it calls.
+    "DELETE FROM jobvisor_web_sessions WHERE id = :id"
+)
+
+WEB_SESSION_PRUNE: Final[LiteralString] = (
+    # The sessions past their expiry, which nothing logged out.
+    "DELETE FROM jobvisor_web_sessions WHERE expires_at <= :now"
+)

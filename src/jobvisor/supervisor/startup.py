@@ -16,7 +16,7 @@ from typing import Final
 
 from .. import systemd
 from ..backoff import backoff
-from ..config import Config
+from ..config import Config, admin_token
 from ..http import HttpServer, start_http_server
 from ..log import get_logger
 from ..metrics import Metrics
@@ -62,11 +62,11 @@ async def serve_http(
     `dashboard_queue`, when given); None if the address cannot be bound."""
     dashboard = None
     if dashboard_queue is not None:
-        from .. import web  # noqa: PLC0415 - the templates load only when it is on
+        from ..web import serve  # noqa: PLC0415 - the templates load only when it is on
 
-        dashboard = web.app(dashboard_queue, admin_token=web.admin_token_from_env())
+        dashboard = serve.dashboard(dashboard_queue, config)
     try:
-        return await start_http_server(
+        server = await start_http_server(
             config.http_addr,
             health=health,
             ready=ready,
@@ -76,6 +76,9 @@ async def serve_http(
     except (OSError, ValueError) as exc:
         log.error("http.failed", addr=config.http_addr, error=error_text(exc))
         return None
+    if dashboard_queue is not None:
+        serve.warn_if_exposed(*server.address, read_only=admin_token() is None)
+    return server
 
 
 async def _migrated(queue: AsyncQueue) -> bool:

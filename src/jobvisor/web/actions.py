@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import json
+import re
 import uuid
 from collections.abc import Mapping, Sequence
 from typing import Any, Final
@@ -20,6 +22,8 @@ from ..queue.errors import InvalidArgument, JobNotFound
 from ..queue.model import JobStatus
 
 MAX_SELECTED: Final = 500  # ids one action may name
+MAX_BODY_BYTES: Final = 256 * 1024  # an API action's JSON: 500 ids take about 20 KiB
+MAX_JSON_DEPTH: Final = 8  # an action's fields are a list at most: two levels
 CANCEL_REASON: Final = "from the dashboard"
 
 
@@ -138,6 +142,30 @@ class Action:
         if self.job_type is not None:
             return await _of_type(queue, self.verb, self.job_type)
         return await _each_dead(queue, self.verb, self.ids)
+
+
+# A JSON string, escapes included, so that brackets inside one are not counted.
+_JSON_STRING: Final = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"', re.S)
+_JSON_BRACKETS: Final = re.compile(rb"[\[\]{}]")
+
+
+def parse_json(raw: bytes) -> Any:
+    """An API body's JSON, nested at most `MAX_JSON_DEPTH` deep; else
+    `InvalidArgument`. The depth is counted before parsing, without
+    recursion, so that a body of many thousand nested arrays costs a scan,
+    not the parser's stack."""
+    depth = 0
+    for bracket in _JSON_BRACKETS.findall(_JSON_STRING.sub(b"", raw)):
+        depth += 1 if bracket in (b"[", b"{") else -1
+        if depth > MAX_JSON_DEPTH:
+            raise InvalidArgument(
+                f"body: nested more than {MAX_JSON_DEPTH} deep, expected a JSON object"
+                f" nested at most {MAX_JSON_DEPTH} deep"
+            )
+    try:
+        return json.loads(raw)
+    except (ValueError, RecursionError):
+        raise InvalidArgument("body: expected a JSON object") from None
 
 
 def _jobs(n: int, kind: str = "") -> str:

@@ -25,21 +25,23 @@ from starlette.applications import Starlette
 from starlette.datastructures import FormData
 from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
-from starlette.middleware.sessions import SessionMiddleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, RedirectResponse, Response
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.templating import Jinja2Templates
 
+from ..config import ADMIN_TOKEN_EXPECTED, admin_token_ok
 from ..log import get_logger
 from ..queue.api import AsyncQueue
 from ..queue.browse import COUNT_CAP, PAGE_DEFAULT, JobPage
 from ..queue.errors import InvalidArgument, JobNotFound, JobvisorError
 from ..queue.model import JobStatus, LimitScope
 from . import views
-from .actions import Action
+from .actions import MAX_BODY_BYTES, Action, parse_json
 from .auth import SESSION_COOKIE, SESSION_MAX_AGE, Guard
+from .proxy import ForwardedHeaders, SessionCookie
+from .throttle import Throttle
 
 HERE: Final = Path(__file__).parent
 PAGE_HEADERS: Final = {
@@ -63,13 +65,19 @@ class Dashboard:
     queue: AsyncQueue
     guard: Guard
     templates: Jinja2Templates
+    throttle: Throttle
 
-    def page(
-        self, request: Request, name: str, context: Mapping[str, Any], status: int = 200
+    async def page(
+        self,
+        request: Request,
+        name: str,
+        context: Mapping[str, Any],
+        status: int = 200,
+        headers: Mapping[str, str] | None = None,
     ) -> Response:
         base = {
             "read_only": self.guard.read_only,
-            "logged_in": self.guard.logged_in(request),
+            "logged_in": await self.guard.logged_in(request),
             "csrf": self.guard.csrf_token(request),
             "flash": request.session.pop("flash", None),
             "engine": self.queue.engine,
@@ -80,7 +88,11 @@ class Dashboard:
             "next": "/",
         }
         return self.templates.TemplateResponse(
-            request, name, {**base, **context}, status_code=status, headers=PAGE_HEADERS
+            request,
+            name,
+            {**base, **context},
+            status_code=status,
+            headers={**PAGE_HEADERS, **(headers or {})},
         )
 
 
@@ -133,7 +145,7 @@ async def overview(request: Request) -> Response:
         "running": running,
         "count_cap": COUNT_CAP,
     }
-    return d.page(request, "overview.html", context)
+    return await d.page(request, "overview.html", context)
 
 
 def _filters(request: Request) -> dict[str, str]:
@@ -149,12 +161,12 @@ async def jobs(request: Request) -> Response:
             return _redirect(request, f"/jobs/{uuid.UUID(wanted_id)}")
         except ValueError:
             error = f"id={wanted_id!r}: expected a job id"
-            return d.page(request, "jobs.html", _jobs_context(filters, None, error), 400)
+            return await d.page(request, "jobs.html", _jobs_context(filters, None, error), 400)
     try:
         page = await _page(d.queue, request, filters)
     except InvalidArgument as exc:
-        return d.page(request, "jobs.html", _jobs_context(filters, None, str(exc)), 400)
-    return d.page(request, "jobs.html", _jobs_context(filters, page, None))
+        return await d.page(request, "jobs.html", _jobs_context(filters, None, str(exc)), 400)
+    return await d.page(request, "jobs.html", _jobs_context(filters, page, None))
 
 
 async def _page(
@@ -191,39 +203,54 @@ async def job_detail(request: Request) -> Response:
     try:
         job = await d.queue.get(raw)
     except (JobNotFound, InvalidArgument) as exc:
-        return d.page(request, "missing.html", {"error": str(exc)}, 404)
-    return d.page(request, "job.html", {"job": job, "trace": views.trace_id(job.meta)})
+        return await d.page(request, "missing.html", {"error": str(exc)}, 404)
+    return await d.page(request, "job.html", {"job": job, "trace": views.trace_id(job.meta)})
 
 
 async def schedules(request: Request) -> Response:
     d: Dashboard = request.app.state.dashboard
-    return d.page(request, "schedules.html", {"schedules": await d.queue.schedules()})
+    return await d.page(request, "schedules.html", {"schedules": await d.queue.schedules()})
 
 
 async def login(request: Request) -> Response:
     d: Dashboard = request.app.state.dashboard
     error = None
+    client = _client(request)
     if request.method == "POST":
+        wait = d.throttle.retry_after(client)
+        if wait:
+            error = f"Too many wrong tokens from {client}: try again in {wait} seconds."
+            wait_context = {"error": error, "next": _safe_next(request.query_params.get("next"))}
+            return await d.page(
+                request, "login.html", wait_context, 429, {"Retry-After": str(wait)}
+            )
         form = await request.form()
         if not d.guard.csrf_ok(request, form.get("csrf")):
             error = "The form expired: try again."
         elif d.guard.matches(str(form.get("token", ""))):
-            d.guard.log_in(request)
+            await d.guard.log_in(request)
             request.session["flash"] = "Logged in: actions are allowed."
-            log.info("web.login", client=_client(request))
+            log.info("web.login", client=client)
             return _redirect(request, _safe_next(form.get("next")))
         else:
             error = "That is not the admin token."
-            log.warning("web.login_refused", client=_client(request))
+            log.warning("web.login_refused", client=client)
+            _failed(d, client)
     context = {"error": error, "next": _safe_next(request.query_params.get("next"))}
-    return d.page(request, "login.html", context, 400 if error else 200)
+    return await d.page(request, "login.html", context, 400 if error else 200)
+
+
+def _failed(d: Dashboard, client: str) -> None:
+    """Count a wrong token against `client`, saying so once it must wait."""
+    if d.throttle.failed(client):
+        log.warning("web.throttled", client=client, retry_after=d.throttle.retry_after(client))
 
 
 async def logout(request: Request) -> Response:
     d: Dashboard = request.app.state.dashboard
     form = await request.form()
     if d.guard.csrf_ok(request, form.get("csrf")):
-        d.guard.log_out(request)
+        await d.guard.log_out(request)
     return _redirect(request, "/")
 
 
@@ -248,25 +275,27 @@ async def act(request: Request) -> Response:
     form = await request.form()
     back = _safe_next(form.get("next"))
     if not d.guard.csrf_ok(request, form.get("csrf")):
-        return d.page(request, "refused.html", {"reason": "The form expired: try again."}, 403)
-    if not d.guard.logged_in(request):
+        return await d.page(
+            request, "refused.html", {"reason": "The form expired: try again."}, 403
+        )
+    if not await d.guard.logged_in(request):
         reason = (
             "The dashboard is read-only: set JOBVISOR_ADMIN_TOKEN to allow actions."
             if d.guard.read_only
             else "Actions need the admin token: log in first."
         )
-        return d.page(request, "refused.html", {"reason": reason, "next": back}, 403)
+        return await d.page(request, "refused.html", {"reason": reason, "next": back}, 403)
     try:
         action = Action.parse(request.path_params["verb"], _form_fields(form))
     except InvalidArgument as exc:
-        return d.page(request, "refused.html", {"reason": str(exc), "next": back}, 400)
+        return await d.page(request, "refused.html", {"reason": str(exc), "next": back}, 400)
     if form.get("confirmed") != "1":
         context = {"action": action, "fields": action.fields(), "next": back}
-        return d.page(request, "confirm.html", context)
+        return await d.page(request, "confirm.html", context)
     try:
         done = await action.perform(d.queue)
     except JobvisorError as exc:
-        return d.page(request, "refused.html", {"reason": str(exc), "next": back}, 409)
+        return await d.page(request, "refused.html", {"reason": str(exc), "next": back}, 409)
     log.info("web.action", action=action.verb.value, count=done.count, client=_client(request))
     request.session["flash"] = done.message
     return _redirect(request, back)
@@ -343,14 +372,28 @@ async def api_act(request: Request) -> Response:
     d: Dashboard = request.app.state.dashboard
     if d.guard.read_only:
         return _api_error(403, "read-only: set JOBVISOR_ADMIN_TOKEN to allow actions")
+    client = _client(request)
+    wait = d.throttle.retry_after(client)
+    if wait:
+        message = f"too many wrong tokens from {client}: try again in {wait} seconds"
+        return ApiResponse(
+            {"error": message}, status_code=429, headers={**NO_STORE, "Retry-After": str(wait)}
+        )
     if not d.guard.bearer(request):
+        log.warning("web.bearer_refused", client=client)
+        _failed(d, client)
         return _api_error(401, "expected Authorization: Bearer <admin token>")
+    raw = bytearray()
+    async for chunk in request.stream():
+        raw += chunk
+        if len(raw) > MAX_BODY_BYTES:
+            return _api_error(413, f"body: expected at most {MAX_BODY_BYTES} bytes of JSON")
     try:
-        body = await request.json()
-    except ValueError:
-        return _api_error(400, "expected a JSON object")
+        body = parse_json(bytes(raw))
+    except InvalidArgument as exc:
+        return _api_error(400, str(exc))
     if not isinstance(body, dict):
-        return _api_error(400, "expected a JSON object")
+        return _api_error(400, "body: expected a JSON object")
     try:
         action = Action.parse(request.path_params["verb"], body)
         done = await action.perform(d.queue)
@@ -369,13 +412,35 @@ async def _not_found(request: Request, exc: Exception) -> Response:
     return PlainTextResponse(f"{detail}\n", 404, headers=PAGE_HEADERS)
 
 
-def app(queue: AsyncQueue, *, admin_token: str | None = None) -> Starlette:
+SECURE_COOKIE: Final = ("auto", "on")
+
+
+def app(
+    queue: AsyncQueue,
+    *,
+    admin_token: str | None = None,
+    secure_cookie: str = "auto",
+    trust_proxy: bool = False,
+) -> Starlette:
     """The dashboard over `queue` (an `AsyncQueue`, opened and closed by the
     caller), as an ASGI application: mount it in a Starlette or FastAPI app
     (`Mount("/jobvisor", app=jobvisor.web.app(queue))`) or serve it alone
     (`jobvisor web`). Read-only without `admin_token`; with it, actions need
-    a login (pages) or `Authorization: Bearer` (the API)."""
-    dashboard = Dashboard(queue, Guard(admin_token), _templates())
+    a login (pages) or `Authorization: Bearer` (the API).
+
+    The session cookie is marked `Secure` on a request that came over HTTPS
+    (`secure_cookie="auto"`) or always (`"on"`, behind a proxy that ends
+    TLS). With `trust_proxy`, `X-Forwarded-Proto` and `X-Forwarded-For` say
+    the scheme and the client address whoever sends them (see `web.proxy`).
+
+    Raises `InvalidArgument` when `admin_token` is too short to resist
+    guessing or holds a character an HTTP header cannot carry (the
+    rule `JOBVISOR_ADMIN_TOKEN` follows); the error never shows the token."""
+    if admin_token and not admin_token_ok(admin_token):
+        raise InvalidArgument(f"admin_token=(not shown): expected {ADMIN_TOKEN_EXPECTED}")
+    if secure_cookie not in SECURE_COOKIE:
+        raise InvalidArgument(f"secure_cookie={secure_cookie!r}: expected auto or on")
+    dashboard = Dashboard(queue, Guard(admin_token, queue), _templates(), Throttle())
     verbs = "{verb:str}"
     routes = [
         Route("/", overview, name="overview"),
@@ -394,15 +459,16 @@ def app(queue: AsyncQueue, *, admin_token: str | None = None) -> Starlette:
         Route(f"/api/actions/{verbs}", api_act, methods=["POST"]),
         Mount("/static", StaticFiles(directory=HERE / "static"), name="static"),
     ]
-    middleware = [
+    middleware = [Middleware(ForwardedHeaders)] if trust_proxy else []
+    middleware.append(
         Middleware(
-            SessionMiddleware,
+            SessionCookie,
             secret_key=dashboard.guard.session_key,
             session_cookie=SESSION_COOKIE,
             max_age=SESSION_MAX_AGE,
-            same_site="strict",
+            always_secure=secure_cookie == "on",
         )
-    ]
+    )
     application = Starlette(routes=routes, middleware=middleware)
     application.state.dashboard = dashboard
     application.add_exception_handler(404, _not_found)

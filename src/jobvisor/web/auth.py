@@ -5,6 +5,11 @@ CSRF token every form carries.
 - With one, a page's action needs a session that logged in with it (a
   cookie signed with a key derived from the token, so changing the token
   ends every session), and the JSON API needs `Authorization: Bearer <token>`.
+- A login is also recorded in the database (`queue.web_sessions`), under a
+  digest of a random session id the cookie carries; a session acts only
+  while its record is there. Logging out deletes it, so a copy of the
+  cookie saved before acts no more, in this process or any other serving
+  the dashboard over the same database.
 - Every form (login included) carries the session's CSRF token, checked
   on every POST. The API takes no cookie, so it needs none.
 
@@ -21,17 +26,22 @@ from typing import Final
 
 from starlette.requests import Request
 
+from ..queue.api import AsyncQueue
+
 SESSION_COOKIE: Final = "jobvisor_session"
 SESSION_MAX_AGE: Final = 12 * 3600
 _CSRF: Final = "csrf"
 _ADMIN: Final = "admin"
+_SESSION_ID: Final = "sid"
 
 
 class Guard:
-    """The admin token's keeper. `token` None: read-only."""
+    """The admin token's keeper. `token` None: read-only. Logins are
+    recorded in `queue`'s database."""
 
-    def __init__(self, token: str | None) -> None:
+    def __init__(self, token: str | None, queue: AsyncQueue) -> None:
         self._token = token or None
+        self._queue = queue
         # The session cookie's signing key and the digest a logged-in session
         # holds both come from the token; neither gives it back.
         seed = self._token.encode() if self._token else secrets.token_bytes(32)
@@ -52,21 +62,38 @@ class Guard:
         scheme, _, given = request.headers.get("authorization", "").partition(" ")
         return scheme.lower() == "bearer" and self.matches(given.strip())
 
-    def logged_in(self, request: Request) -> bool:
-        held = request.session.get(_ADMIN)
-        return (
+    async def logged_in(self, request: Request) -> bool:
+        """Whether the request's session logged in with the token and has not
+        logged out since (asked of the database once per request)."""
+        known = getattr(request.state, "logged_in", None)
+        if isinstance(known, bool):
+            return known
+        held, session = request.session.get(_ADMIN), request.session.get(_SESSION_ID)
+        found = (
             not self.read_only
             and isinstance(held, str)
             and hmac.compare_digest(held.encode(), self._digest.encode())
+            and isinstance(session, str)
+            and await self._queue.web_session_alive(_session_digest(session))
         )
+        request.state.logged_in = found
+        return found
 
-    def log_in(self, request: Request) -> None:
+    async def log_in(self, request: Request) -> None:
         request.session.clear()  # a fresh session (and CSRF token) at login
+        session = secrets.token_urlsafe(32)
+        await self._queue.web_session_start(_session_digest(session), ttl=SESSION_MAX_AGE)
         request.session[_ADMIN] = self._digest
+        request.session[_SESSION_ID] = session
+        request.state.logged_in = True
 
-    @staticmethod
-    def log_out(request: Request) -> None:
+    async def log_out(self, request: Request) -> None:
+        """End the session everywhere: its record goes, then its cookie."""
+        session = request.session.get(_SESSION_ID)
+        if isinstance(session, str):
+            await self._queue.web_session_end(_session_digest(session))
         request.session.clear()
+        request.state.logged_in = False
 
     @staticmethod
     def csrf_token(request: Request) -> str:
@@ -85,3 +112,8 @@ class Guard:
             and isinstance(given, str)
             and hmac.compare_digest(token.encode(), given.encode())
         )
+
+
+def _session_digest(session: str) -> str:
+    """What the database holds of a session id: nothing a cookie could carry."""
+    return hashlib.sha256(session.encode()).hexdigest()

@@ -1,16 +1,23 @@
 """`jobvisor web`: the dashboard alone, against any database URL, until
 SIGINT or SIGTERM. It changes no schema: a database not yet migrated is
-refused with the command that migrates it."""
+refused with the command that migrates it.
+
+Also what `jobvisor run` shares to serve it: the dashboard its settings
+describe, and the warning when it listens beyond this host (its pages show
+every job's payload to whoever reaches them, token or not)."""
 
 from __future__ import annotations
 
 import asyncio
+import ipaddress
 import signal
+
+from starlette.applications import Starlette
 
 from ..config import Config, admin_token
 from ..http import serve
 from ..log import get_logger
-from ..queue.api import connect_async
+from ..queue.api import AsyncQueue, connect_async
 from ..queue.errors import JobvisorError
 from ..queue.redact import redact_url
 from .app import app
@@ -22,6 +29,40 @@ log = get_logger("web")
 
 class NotMigrated(JobvisorError):
     """The database's schema is older than this jobvisor's."""
+
+
+def dashboard(queue: AsyncQueue, config: Config) -> Starlette:
+    """The dashboard over `queue` as the settings and `JOBVISOR_ADMIN_TOKEN` say."""
+    return app(
+        queue,
+        admin_token=admin_token(),
+        secure_cookie=config.dashboard_secure_cookie,
+        trust_proxy=config.dashboard_trust_proxy,
+    )
+
+
+def loopback(host: str) -> bool:
+    """Whether `host` (an address or a name) reaches this host only."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.split("%", 1)[0]).is_loopback
+    except ValueError:
+        return False  # a name: it may resolve anywhere
+
+
+def warn_if_exposed(host: str, port: int, *, read_only: bool) -> None:
+    """Log a warning when the dashboard listens on `host` beyond loopback."""
+    if loopback(host):
+        return
+    log.warning(
+        "web.exposed",
+        addr=f"{host}:{port}",
+        actions="none (read-only)" if read_only else "with the admin token",
+        detail="the dashboard listens beyond this host and its pages show every job's"
+        " payload, result and errors to whoever reaches it, without a login: listen on"
+        " 127.0.0.1, or only behind a proxy that authenticates",
+    )
 
 
 async def run(config: Config) -> None:
@@ -37,19 +78,22 @@ async def run(config: Config) -> None:
                 f" needs {readiness.latest_version}: run `jobvisor migrate` first"
             )
         token = admin_token()
-        server = await serve(app(queue, admin_token=token), config.web_addr)
+        server = await serve(dashboard(queue, config), config.web_addr)
         host, port = server.address
+        warn_if_exposed(host, port, read_only=token is None)
         log.info(
             "web.serving",
             url=f"http://{host}:{port}/",
             database=redact_url(config.database_url),
             actions="allowed with the admin token" if token else "none (read-only)",
         )
-        print(f"dashboard on http://{host}:{port}/ (Ctrl-C stops it)", flush=True)
+        # The handlers before the line that says it serves: a SIGTERM sent on
+        # reading it stops it cleanly.
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
         for signum in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(signum, stop.set)
+        print(f"dashboard on http://{host}:{port}/ (Ctrl-C stops it)", flush=True)
         try:
             await stop.wait()
         finally:
