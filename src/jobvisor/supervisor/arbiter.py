@@ -227,8 +227,8 @@ class Supervisor:
         self.waiting_for_database = False
         if reached is None or self._stop_requested():
             return False
-        if not reached:
-            return self._fail(ExitCode.BOOT_FAILED)
+        if reached is not ExitCode.OK:
+            return self._fail(reached)
         for slot in self.slots:
             self._spawn_into(slot)
         self._start_maintenance()
