@@ -15,6 +15,7 @@ from typing import Any
 from .exitcodes import ExitCode
 from .queue import validate
 from .queue.api import parse_url
+from .queue.conninfo import InvalidURL
 from .queue.errors import InvalidArgument, JobvisorError
 from .queue.redact import redact_text, redact_url, secrets_of
 
@@ -105,21 +106,35 @@ class _CountOrAuto:
         return f"{AUTO} or {self.count.expected}"
 
 
-def _url(text: str) -> str:
+class _Refused(ValueError):
+    """A value refused for a reason more precise than its setting's `expected`."""
+
+    def __init__(self, expected: str) -> None:
+        super().__init__(expected)
+        self.expected = expected
+
+
+def _parsed_url(text: str) -> str:
+    """The engine of a database URL (`parse_url`); a URL refused for a
+    precise reason (`InvalidURL`) says that reason."""
     try:
-        parse_url(text)
+        engine, _ = parse_url(text)
+    except InvalidURL as exc:
+        raise _Refused(exc.expected) from None
     except InvalidArgument:
         raise ValueError from None
+    return engine
+
+
+def _url(text: str) -> str:
+    _parsed_url(text)
     return text
 
 
 def _listen_url(text: str) -> str:
     if text == "":
         return ""
-    try:
-        engine, _ = parse_url(text)
-    except InvalidArgument:
-        raise ValueError from None
+    engine = _parsed_url(text)
     if engine != "postgres":
         raise ValueError
     return text
@@ -151,6 +166,18 @@ def _names(text: str) -> tuple[str, ...]:
     return tuple(n.strip() for n in text.split(",") if n.strip())
 
 
+def _queue_names(text: str) -> tuple[str, ...]:
+    """Queue names as the queue takes them (`validate.name`: at most
+    `MAX_NAME_BYTES` bytes of UTF-8 each)."""
+    names = _names(text)
+    try:
+        for name in names:
+            validate.name("queue", name)
+    except InvalidArgument:
+        raise ValueError from None
+    return names
+
+
 def _choice(*choices: str) -> Callable[[str], str]:
     def parse(text: str) -> str:
         value = text.strip().lower()
@@ -164,9 +191,10 @@ def _choice(*choices: str) -> Callable[[str], str]:
 def _addr(text: str) -> str:
     if text == "":
         return ""
-    _host, sep, port = text.rpartition(":")
-    if not sep or not port.isdigit() or not 0 <= int(port) <= 65535:
-        raise ValueError
+    try:
+        validate.listen_addr("addr", text)
+    except InvalidArgument:
+        raise ValueError from None
     return text
 
 
@@ -233,7 +261,12 @@ SETTINGS: tuple[Setting, ...] = (
         " 20 when any runs in threads)",
     ),
     Setting(
-        "queues", "", _names, "comma-separated queue names (empty: all)", "queues to claim from"
+        "queues",
+        "",
+        _queue_names,
+        f"comma-separated queue names of at most {validate.MAX_NAME_BYTES} UTF-8 bytes each"
+        " (empty: all)",
+        "queues to claim from",
     ),
     _bounded(
         "lease",
@@ -353,7 +386,7 @@ SETTINGS: tuple[Setting, ...] = (
         "http_addr",
         "127.0.0.1:9090",
         _addr,
-        "host:port, or empty to turn it off",
+        "host:port, [IPv6]:port or :port, or empty to turn it off",
         "where /healthz, /readyz and /metrics are served",
     ),
     Setting(
@@ -367,7 +400,7 @@ SETTINGS: tuple[Setting, ...] = (
         "web_addr",
         "127.0.0.1:8080",
         _addr,
-        "host:port",
+        "host:port, [IPv6]:port or :port",
         "where `jobvisor web` serves the dashboard",
     ),
     Setting(
@@ -531,10 +564,11 @@ class Config:
                 raw, source, name = s.default, "default", s.env
             try:
                 values[s.field] = s.parse(raw)
-            except (ValueError, TypeError):
+            except (ValueError, TypeError) as exc:
+                expected = exc.expected if isinstance(exc, _Refused) else s.expected
                 if source == "file":  # name the file, not what it holds
-                    raise ConfigError(name, path, "a file holding " + s.expected) from None
-                raise ConfigError(name, raw, s.expected) from None
+                    raise ConfigError(name, path, "a file holding " + expected) from None
+                raise ConfigError(name, raw, expected) from None
             sources[s.field] = source
         _check_postgres_only(values, sources)
         admin_token(env)  # checked at start-up like every setting, kept out of Config

@@ -51,6 +51,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from .log import get_logger
+from .queue import validate
 
 MAX_REQUEST_BYTES: Final = 8192
 REQUEST_TIMEOUT: Final = 5.0
@@ -65,13 +66,9 @@ log = get_logger("http")
 
 def parse_addr(addr: str) -> tuple[str, int]:
     """(host, port) from `host:port`, `[v6]:port` or `:port` (every interface).
-    Raises ValueError naming the value."""
-    host, sep, port = addr.rpartition(":")
-    if not sep or not port.isdigit() or not 0 <= int(port) <= 65535:
-        raise ValueError(f"http_addr={addr!r}: expected host:port")
-    if host.startswith("[") and host.endswith("]"):
-        host = host[1:-1]
-    return host or "0.0.0.0", int(port)
+    Raises ValueError naming the value (`validate.listen_addr`)."""
+    host, port = validate.listen_addr("http_addr", addr)
+    return host or "0.0.0.0", port
 
 
 class HttpServer:

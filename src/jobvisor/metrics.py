@@ -204,6 +204,12 @@ class Metrics:
             registry=r,
         )
         self.workers = Gauge("jobvisor_workers", "Worker processes alive.", registry=r)
+        self.slots_cannot_boot = Gauge(
+            "jobvisor_worker_slots_cannot_boot",
+            "Worker slots whose replacement cannot boot (a deploy broken after a good"
+            " start); retried with backoff.",
+            registry=r,
+        )
         self.oldest_xmin_age = Gauge(
             "jobvisor_db_oldest_xmin_age_seconds",
             "How long the transaction holding back the database's oldest xmin has been open"
@@ -262,7 +268,8 @@ class Metrics:
         """A worker was replaced: `crashed`, `killed` (a signal; SIGKILL is
         usually the OOM killer), `unresponsive` (missed heartbeats),
         `hard_limit` (a job overran its hard time limit), `unavailable` (the
-        database could not be reached at boot) or `reload` (SIGHUP); the
+        database could not be reached at boot), `boot_failed` (a replacement
+        that cannot boot after a good start) or `reload` (SIGHUP); the
         values of `supervisor.decisions.RestartReason`."""
         self.worker_restarts.labels(reason or "unknown").inc()
 
@@ -283,8 +290,9 @@ class Metrics:
         been open; 0 when no other session holds one."""
         self.oldest_xmin_age.set(age)
 
-    def set_workers(self, alive: int) -> None:
+    def set_workers(self, alive: int, *, cannot_boot: int = 0) -> None:
         self.workers.set(alive)
+        self.slots_cannot_boot.set(cannot_boot)
 
     def exposition(self) -> bytes:
         """The registry in the Prometheus text format, version 0.0.4."""

@@ -40,6 +40,19 @@ def test_a_worker_that_cannot_boot_stops_the_service(code: ExitCode) -> None:
     assert kind is ExitKind.BOOT_FAILED
 
 
+@pytest.mark.parametrize("code", [ExitCode.BOOT_FAILED, ExitCode.CONFIG])
+def test_a_replacement_that_cannot_boot_after_a_good_start_is_retried(code: ExitCode) -> None:
+    kind = decisions.classify_exit(
+        code=code, ready=False, forced=False, expected=False, started=True
+    )
+    assert kind is ExitKind.CANNOT_BOOT
+    reason = decisions.restart_reason(code=code, kill=None, kind=kind)
+    assert reason is RestartReason.BOOT_FAILED
+    # Any other exit after a good start means what it meant before.
+    crash = decisions.classify_exit(code=1, ready=False, forced=False, expected=False, started=True)
+    assert crash is ExitKind.CRASH
+
+
 def test_the_same_code_after_ready_or_after_a_kill_is_a_crash_not_a_boot_failure() -> None:
     ready = decisions.classify_exit(code=3, ready=True, forced=False, expected=False)
     killed = decisions.classify_exit(code=3, ready=False, forced=True, expected=False)
@@ -292,6 +305,16 @@ def test_liveness_is_the_loop_and_the_workers_never_the_database() -> None:
     assert live(state="stopping")[0] is False
     sick = live(failing=["w-1 claim"])
     assert sick == (False, "2/2 workers alive, state running, failing loops: w-1 claim")
+    # A slot that cannot boot is named, and the process stays live while a
+    # worker runs: restarting it would load the same broken app.
+    broken = decisions.health(
+        state="running", lag=0.1, max_lag=5.0, alive=1, slots=2, waiting=False,
+        cannot_boot=["slot 1 (exit code 3, for 12s)"],
+    )  # fmt: skip
+    assert broken == (
+        True,
+        "1/2 workers alive, state running, cannot boot: slot 1 (exit code 3, for 12s)",
+    )
     # Waiting for the database at start: alive, with no worker yet.
     assert live(alive=0, waiting=True) == (True, "waiting for the database")
 

@@ -38,7 +38,7 @@ import psycopg
 from psycopg.types.json import JsonbLoader, JsonLoader
 from psycopg_pool import AsyncConnectionPool, ConnectionPool, PoolTimeout
 
-from . import sql_postgres, sql_sqlite
+from . import conninfo, sql_postgres, sql_sqlite
 from .errors import (
     DatabaseError,
     DatabaseRefused,
@@ -675,11 +675,14 @@ def _recording(base: type[Any], connecting: _Connecting) -> Any:
 
 def check_conninfo(url: str) -> None:
     """Refuse a PostgreSQL URL libpq cannot parse (an unknown option, a bad
-    port) before any connection is tried."""
+    port, a password holding a raw `@`, see `conninfo`) before any connection
+    is tried."""
+    conninfo.check_authority(url)
     try:
-        psycopg.conninfo.conninfo_to_dict(url)
+        options = psycopg.conninfo.conninfo_to_dict(url)
     except psycopg.ProgrammingError as exc:
         raise InvalidArgument(f"database URL: {_one_line(exc)}") from exc
+    conninfo.check_options({k: None if v is None else str(v) for k, v in options.items()})
 
 
 # --- the time of a statement ----------------------------------------------------

@@ -28,8 +28,10 @@ Why the bounds are where they are:
 from __future__ import annotations
 
 import datetime as dt
+import ipaddress
 import math
 import os
+import re
 from collections.abc import Mapping
 from typing import Any, Final
 
@@ -283,6 +285,38 @@ def _byte_limit(
         raise InvalidArgument(
             f"{variable}={short(raw)}: expected {count_range(1024, MAX_PAYLOAD_BYTES_LIMIT)}"
         ) from None
+
+
+_HOST_LABEL = re.compile(r"(?!-)[A-Za-z0-9_-]{1,63}(?<!-)")
+MAX_HOST_CHARS: Final = 253
+
+
+def _host(host: str) -> str:
+    """The host of a listen address: empty (every interface), an IPv4
+    address or host name, or an IPv6 address in brackets; without them."""
+    bracketed = host.startswith("[") and host.endswith("]")
+    if bracketed or ":" in host:  # `::1:9090` is read as host ::1, port 9090
+        try:
+            return str(ipaddress.IPv6Address(host[1:-1] if bracketed else host))
+        except ValueError:
+            raise InvalidArgument(f"host {host!r}: expected an IPv6 address in brackets") from None
+    labels = host.removesuffix(".").split(".")
+    if host and (len(host) > MAX_HOST_CHARS or not all(map(_HOST_LABEL.fullmatch, labels))):
+        raise InvalidArgument(f"host {host!r}: expected a host name, an IPv4 or [IPv6] address")
+    return host
+
+
+def listen_addr(label: str, addr: str) -> tuple[str, int]:
+    """(host, port) of `host:port`, `[v6]:port` or `:port` (host empty: every
+    interface); the port from 0 (any free one) to 65535."""
+    expected = "host:port, [IPv6]:port or :port, the port from 0 to 65535"
+    host, sep, port = addr.rpartition(":")
+    if not sep or not port.isdigit() or not 0 <= int(port) <= 65535:
+        raise InvalidArgument(f"{label}={addr!r}: expected {expected}")
+    try:
+        return _host(host), int(port)
+    except InvalidArgument as exc:
+        raise InvalidArgument(f"{label}={addr!r}: {exc}") from None
 
 
 def module_attr(spec: str) -> tuple[str, str]:

@@ -25,9 +25,14 @@ State: RUNNING → STOPPING → STOPPED. Nothing is started once STOPPING.
   the lease to expire and no live process can still complete them. When the
   supervisor killed it for a job past its hard limit, that job alone is
   charged; the jobs beside it get their attempt back.
-- Boot failures halt. A worker that exits with `ExitCode.BOOT_FAILED` or
-  `ExitCode.CONFIG` before saying `ready` cannot work; restarting it would be
-  a fork storm, so the supervisor stops with that code. One that exits
+- Boot failures halt at start-up. A worker that exits with
+  `ExitCode.BOOT_FAILED` or `ExitCode.CONFIG` before saying `ready` cannot
+  work; restarting it would be a fork storm, so the supervisor stops with
+  that code. After a good start (every slot has had a ready worker) the
+  same exit means a deploy broken under running workers: the healthy
+  workers keep running, and only that slot is retried, with its backoff,
+  never charged, and named on `/healthz` and in
+  `jobvisor_worker_slots_cannot_boot` until one of its workers is ready. One that exits
   `ExitCode.UNAVAILABLE` (the database unreachable at boot) can: it is
   restarted with backoff for as long as the outage lasts, never charged. More
   than `max_restarts` other unexpected exits within `restart_window` stop it
@@ -227,8 +232,8 @@ class Supervisor:
         self.waiting_for_database = False
         if reached is None or self._stop_requested():
             return False
-        if not reached:
-            return self._fail(ExitCode.BOOT_FAILED)
+        if reached is not ExitCode.OK:
+            return self._fail(reached)
         for slot in self.slots:
             self._spawn_into(slot)
         self._start_maintenance()
@@ -386,6 +391,9 @@ class Supervisor:
         """Take a reloaded configuration: new workers and services use it."""
         self.config = config
         self._budget.max_restarts, self._budget.window = config.max_restarts, config.restart_window
+        for slot in self.slots:
+            if slot.cannot_boot is not None:
+                slot.respawn_at = 0.0  # the new deploy may boot: try it now
         self._start_maintenance()
 
     # --- workers --------------------------------------------------------------------
@@ -423,6 +431,7 @@ class Supervisor:
 
     def _handle_message(self, worker: WorkerProcess, message: dict[str, Any]) -> None:
         if worker.hear(message):
+            self._booted(worker)
             self._note_schedules(message)
             self._announce_ready()
         elif message.get("t") == "metrics":
@@ -473,7 +482,11 @@ class Supervisor:
             slot.worker = None
         self.retiring.discard(worker)
         kind = decisions.classify_exit(
-            code=code, ready=worker.ready, forced=kill is not None, expected=expected
+            code=code,
+            ready=worker.ready,
+            forced=kill is not None,
+            expected=expected,
+            started=self._announced_ready,
         )
         if kind is ExitKind.EXPECTED or slot is None:
             return
@@ -495,6 +508,9 @@ class Supervisor:
             )
             self.stop(StopMode.FAST, exit_code=ExitCode(worker.exit_code))
             return
+        if kind is ExitKind.CANNOT_BOOT:
+            self._cannot_boot(worker, slot)
+            return
         if decisions.resets_backoff(ready_at=worker.ready_at, now=time.monotonic()):
             slot.failures = 0
         if kind is ExitKind.UNAVAILABLE:
@@ -511,6 +527,32 @@ class Supervisor:
             # (known once requeue_crashed has answered; a failed requeue counts).
             self._schedule_restart(slot)
             requeue.add_done_callback(lambda task: self._charge_unless_jobs(worker, task))
+
+    def _cannot_boot(self, worker: WorkerProcess, slot: Slot) -> None:
+        """A replacement cannot boot after a good start: retry the slot with
+        backoff, charge nothing, keep every other worker."""
+        assert worker.exit_code is not None
+        if slot.cannot_boot_since is None:
+            slot.cannot_boot_since = time.monotonic()
+        slot.cannot_boot = decisions.describe_exit(worker.exit_code)
+        log.error(
+            "supervisor.worker_cannot_boot",
+            worker_id=worker.worker_id,
+            slot=slot.index,
+            exit_code=worker.exit_code,
+            error=worker.fatal_error,
+            note="keeping the running workers; retrying this slot with backoff",
+        )
+        self._schedule_restart(slot)
+
+    def _booted(self, worker: WorkerProcess) -> None:
+        """A worker is ready: its slot, if it could not boot, is healthy again
+        (a reload's candidate for the slot counts: the app boots now)."""
+        slot = next((s for s in self.slots if s.index == worker.slot), None)
+        if slot is None or slot.cannot_boot is None:
+            return
+        log.info("supervisor.slot_recovered", slot=slot.index, worker_id=worker.worker_id)
+        slot.cannot_boot = slot.cannot_boot_since = None
 
     def _charge_unless_jobs(self, worker: WorkerProcess, task: asyncio.Task[int | None]) -> None:
         held = None if task.cancelled() or task.exception() else task.result()
@@ -586,7 +628,8 @@ class Supervisor:
             for slot in self.slots:
                 if slot.worker is None and now >= slot.respawn_at:
                     self._spawn_into(slot)
-        self.metrics.set_workers(len(self.workers))
+        cannot_boot = sum(1 for s in self.slots if s.cannot_boot is not None)
+        self.metrics.set_workers(len(self.workers), cannot_boot=cannot_boot)
 
     # --- maintenance -------------------------------------------------------------------
 

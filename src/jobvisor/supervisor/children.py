@@ -228,6 +228,10 @@ class Slot:
     failures: int = 0  # unexpected exits in a row
     respawn_at: float = 0.0  # monotonic; an empty slot is filled from then on
     starts: int = 0  # workers started in it (the fleet view shows the restarts)
+    # Why its workers cannot boot (a deploy broken after a good start), since
+    # when (monotonic); None once one of them is ready.
+    cannot_boot: str | None = None
+    cannot_boot_since: float | None = None
 
 
 def spawn_worker(

@@ -80,6 +80,7 @@ class RestartReason(enum.StrEnum):
     UNRESPONSIVE = "unresponsive"
     HARD_LIMIT = "hard_limit"
     UNAVAILABLE = "unavailable"  # the database could not be reached at boot
+    BOOT_FAILED = "boot_failed"  # a replacement that cannot boot, after a good start
     RELOAD = "reload"
 
 
@@ -87,7 +88,8 @@ class ExitKind(enum.StrEnum):
     """What a worker's exit means for the service."""
 
     EXPECTED = "expected"  # retiring, a reload candidate, or the service is stopping
-    BOOT_FAILED = "boot_failed"  # cannot boot: stop the service with its code
+    BOOT_FAILED = "boot_failed"  # cannot boot at start-up: stop the service with its code
+    CANNOT_BOOT = "cannot_boot"  # a replacement cannot boot after a good start: retry it
     UNAVAILABLE = "unavailable"  # the database is away: restart, never charged
     CRASH = "crash"  # died before it was ready: charged to the restart budget
     BOOTED_CRASH = "booted_crash"  # died after ready: charged to its jobs, if it held any
@@ -209,15 +211,24 @@ def stop_kill(
     return dataclasses.replace(kill, signal=signum, sigkill_at=deadline)
 
 
-def classify_exit(*, code: int, ready: bool, forced: bool, expected: bool) -> ExitKind:
+def classify_exit(
+    *, code: int, ready: bool, forced: bool, expected: bool, started: bool = False
+) -> ExitKind:
     """What a worker's exit means. `code` is `os.waitstatus_to_exitcode`'s
     (negative for a signal); `forced`: the parent killed it; `expected`: it
-    was retiring, a reload candidate, or the service is stopping."""
+    was retiring, a reload candidate, or the service is stopping; `started`:
+    every slot has had a ready worker (a good start).
+
+    A worker that cannot boot stops the service at start-up (nothing works
+    yet, and a retry cannot fix it); after a good start it is a deploy
+    broken under running workers (the app's code changed on disk), and the
+    workers that run the old code are worth more than a clean exit: only the
+    slot is retried, with backoff."""
     if expected:
         return ExitKind.EXPECTED
     if not forced and not ready:
         if code in BOOT_FAILURE_CODES:
-            return ExitKind.BOOT_FAILED
+            return ExitKind.CANNOT_BOOT if started else ExitKind.BOOT_FAILED
         if code == ExitCode.UNAVAILABLE:
             return ExitKind.UNAVAILABLE
     if not ready:
@@ -262,6 +273,8 @@ def restart_reason(*, code: int, kill: Kill | None, kind: ExitKind) -> RestartRe
         return RestartReason.HARD_LIMIT
     if kind is ExitKind.UNAVAILABLE:
         return RestartReason.UNAVAILABLE
+    if kind is ExitKind.CANNOT_BOOT:
+        return RestartReason.BOOT_FAILED
     return RestartReason.KILLED if code < 0 else RestartReason.CRASHED
 
 
@@ -286,17 +299,25 @@ def health(
     slots: int,
     waiting: bool,
     failing: Sequence[str] = (),
+    cannot_boot: Sequence[str] = (),
 ) -> tuple[bool, str]:
     """Liveness (`/healthz`): the main loop turned within `max_lag` and a
     worker is alive, none with a `failing` loop (one entry per such worker,
     naming it and its loops), or start-up is waiting for the database. Never
-    the database itself, or an outage would restart every pod."""
+    the database itself, or an outage would restart every pod.
+
+    Slots whose worker `cannot_boot` (one entry per slot) are named in the
+    detail but do not fail the check while another worker lives: the
+    process restarted would load the same broken app and take the healthy
+    workers down with it."""
     running = state == "running"
     if waiting:
         return running and lag < max_lag, "waiting for the database"
     detail = f"{alive}/{slots} workers alive, state {state}"
     if failing:
         detail += f", failing loops: {'; '.join(failing)}"
+    if cannot_boot:
+        detail += f", cannot boot: {'; '.join(cannot_boot)}"
     return running and alive > 0 and not failing and lag < max_lag, detail
 
 

@@ -22,6 +22,12 @@ def health(supervisor: Supervisor, *, tick: float) -> tuple[bool, str]:
     waiting = supervisor.waiting_for_database
     slots = supervisor.slots
     alive = [s.worker for s in slots if s.worker is not None and s.worker.alive]
+    now = time.monotonic()
+    cannot_boot = [
+        f"slot {s.index} ({s.cannot_boot}, for {now - (s.cannot_boot_since or now):.0f}s)"
+        for s in slots
+        if s.cannot_boot is not None
+    ]
     return decisions.health(
         state=supervisor.state.value,
         lag=time.monotonic() - supervisor.last_tick,
@@ -30,6 +36,7 @@ def health(supervisor: Supervisor, *, tick: float) -> tuple[bool, str]:
         slots=len(slots),
         waiting=waiting,
         failing=[f"{w.worker_id} {','.join(w.unhealthy)}" for w in alive if w.unhealthy],
+        cannot_boot=cannot_boot,
     )
 
 

@@ -12,15 +12,17 @@ import asyncio
 import contextlib
 import os
 from collections.abc import Awaitable, Callable
-from typing import Final
+from typing import Final, TypeVar
 
 from .. import systemd
 from ..backoff import backoff
 from ..config import Config, admin_token
+from ..exitcodes import ExitCode
 from ..http import HttpServer, start_http_server
 from ..log import get_logger
 from ..metrics import Metrics
 from ..queue.api import AsyncQueue
+from ..queue.errors import DatabaseRefused, InvalidArgument
 from ..queue.redact import redact_url
 from .services import DatabaseWatch, error_text, may_pass
 
@@ -28,6 +30,8 @@ MIGRATE_TIMEOUT: Final = 60.0
 WAIT_BASE: Final = 0.2  # waiting for the database: first pause, doubled per try
 WAIT_CAP: Final = 5.0
 EXTEND_MARGIN: Final = 60.0  # systemd's start timeout, pushed this far past each pause
+
+T = TypeVar("T")
 
 log = get_logger("supervisor")
 
@@ -96,17 +100,20 @@ async def wait_for_database(
     run_migrations: bool,
     database_url: str,
     on_wait: Callable[[], None],
-) -> bool:
+) -> ExitCode:
     """Until the database answers (and is migrated, with `run_migrations`),
-    retrying with backoff; False on an error a retry cannot fix. `on_wait` is
-    called before each pause (the supervisor counts it as a turn of its loop)."""
+    retrying with backoff: `ExitCode.OK` then. On an error a retry cannot fix,
+    the code to exit with: `ExitCode.CONFIG` when the server refused us (a
+    wrong password, an unknown role or database: the configuration is wrong),
+    `ExitCode.BOOT_FAILED` otherwise. `on_wait` is called before each pause
+    (the supervisor counts it as a turn of its loop)."""
     attempt = 0
     while True:
         try:
             # A ping first: it gives up within seconds, where a migration
             # would wait for the pool's whole connect timeout.
             if await watch.ping() and (not run_migrations or await _migrated(queue)):
-                return True
+                return ExitCode.OK
             error = "the database did not answer"
         except Exception as exc:
             if not may_pass(exc):
@@ -115,7 +122,8 @@ async def wait_for_database(
                     database=redact_url(database_url),
                     error=error_text(exc),
                 )
-                return False
+                refused = isinstance(exc, DatabaseRefused | InvalidArgument)
+                return ExitCode.CONFIG if refused else ExitCode.BOOT_FAILED
             error = error_text(exc)
         attempt += 1
         if attempt == 1:
@@ -131,8 +139,8 @@ async def wait_for_database(
 
 
 async def until_stopped(
-    wakeup: asyncio.Event, stop_requested: Callable[[], bool], coro: Awaitable[bool]
-) -> bool | None:
+    wakeup: asyncio.Event, stop_requested: Callable[[], bool], coro: Awaitable[T]
+) -> T | None:
     """Await `coro` unless a stop comes first (then None): `stop_requested()`
     is asked each time `wakeup` is set."""
     task = asyncio.ensure_future(coro)
