@@ -144,6 +144,9 @@ def _one_line(text: str | None, width: int) -> str:
 
 
 def _table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    """Aligned columns; every cell escaped (`validate.printable`), as cells
+    hold names and errors read from the database."""
+    rows = [[validate.printable(c) for c in r] for r in rows]
     widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
     lines = ["  ".join(c.ljust(w) for c, w in zip(header, widths, strict=True)).rstrip()]
     lines.append("  ".join("-" * w for w in widths))
@@ -483,13 +486,14 @@ def _show_job(job: Job, *, as_json: bool) -> None:
         if key in _SHOWN_APART:
             continue
         shown = _when(value) if isinstance(value, dt.datetime) else value
-        print(f"{key + ':':<16}{'-' if shown is None else shown}")
+        print(f"{key + ':':<16}{'-' if shown is None else validate.printable(str(shown))}")
+    # json.dumps writes every control character as a \u escape.
     print(f"{'payload:':<16}{json.dumps(job.payload, sort_keys=True)}")
     result = "-" if job.result is None else json.dumps(job.result, sort_keys=True)
     print(f"{'result:':<16}{result}")
-    print(f"{'progress:':<16}{_progress_text(job.progress)}")
+    print(f"{'progress:':<16}{validate.printable(_progress_text(job.progress))}")
     print("last_error:")
-    print(job.last_error or "-")
+    print(validate.printable(job.last_error or "-", lines=True))
     _print_errors(job.errors)
 
 
@@ -504,8 +508,9 @@ def _print_errors(errors: Sequence[dict[str, Any]]) -> None:
     """The error of every failed attempt kept, oldest first."""
     print(f"errors ({len(errors)} kept):" if errors else "errors: -")
     for entry in errors:
-        print(f"  attempt {entry['attempt']} at {_when(entry['at'])} on {entry['worker_id']}:")
-        for line in str(entry["error"]).splitlines() or [""]:
+        worker = validate.printable(str(entry["worker_id"]))
+        print(f"  attempt {entry['attempt']} at {_when(entry['at'])} on {worker}:")
+        for line in validate.printable(str(entry["error"]), lines=True).splitlines() or [""]:
             print(f"    {line}")
 
 

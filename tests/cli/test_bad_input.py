@@ -42,6 +42,7 @@ def refused(cli: Cli, db: Queue, *argv: str, input: str | None = None, named: st
         (["--payload", DEEP], "--payload="),
         (["--payload", '{"n": 1' + "0" * 5000 + "}"], "--payload="),
         (["--payload", '"\\udc80"'], "payload='\\udc80'"),
+        (["--queue", "q\x1b[2J"], "queue='q\\x1b[2J'"),
     ],
 )
 def test_enqueue_refuses_values_out_of_bounds(
@@ -59,6 +60,7 @@ def test_enqueue_refuses_values_out_of_bounds(
         ({"job_type": "t\udc80"}, "job_type='t\\udc80'"),
         ({"job_type": "t", "queue": "q" * 8000}, "queue='qqqq"),
         ({"job_type": "t", "payload": {"s": "\ud800"}}, "payload="),
+        ({"job_type": "t\x1b]0;x\x07"}, "job_type='t\\x1b]0;x\\x07'"),
     ],
 )
 def test_a_file_line_out_of_bounds_names_its_number(
@@ -107,6 +109,10 @@ def test_the_payload_size_limit_on_the_command_line(cli: Cli, db: Queue) -> None
         (["dead", "list", "--type", "a\x01" + "b" * 300], "job_type="),
         (["cleanup", "--older-than", "1e308"], "older_than=1e+308"),
         (["status", "--watch", "1e300"], "--watch=1e+300"),
+        (["queue", "pause", "q\x1b[2J"], "queue='q\\x1b[2J'"),
+        (["queue", "limit", "q\x9b", "--concurrency", "1"], "queue='q\\x9b'"),
+        (["queue", "limit", "--type", "t\u202e", "--concurrency", "1"], "job_type='t\\u202e'"),
+        (["cancel", "--queue", "q\x07", "--yes"], "queue='q\\x07'"),
     ],
 )
 def test_other_commands_refuse_values_out_of_bounds(

@@ -652,7 +652,8 @@ class Summary:
         table: list[list[str]] = [header]
         for name in names:
             age = self.oldest_pending_age.get(name)
-            table.append([name, *[str(self.count(s, name)) for s in statuses], _age(age)])
+            cells = [str(self.count(s, name)) for s in statuses]
+            table.append([validate.printable(name), *cells, _age(age)])
         table.append(["total", *[str(self.count(s)) for s in statuses], ""])
         return _aligned(table)
 
