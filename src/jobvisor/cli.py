@@ -265,8 +265,8 @@ def _job_from_line(line: str, number: int, max_payload_bytes: int) -> NewJob:
     where = f"line {number}"
     if len(line) > max_payload_bytes + LINE_OVERHEAD:  # too long whatever its encoding
         raise UsageError(
-            f"{where}: {len(line)} characters; expected a payload of at most "
-            f"{max_payload_bytes} bytes (JOBVISOR_MAX_PAYLOAD_BYTES)"
+            f"{where}: more than {max_payload_bytes + LINE_OVERHEAD} characters; expected a "
+            f"payload of at most {max_payload_bytes} bytes (JOBVISOR_MAX_PAYLOAD_BYTES)"
         )
     try:
         item = json.loads(line)
@@ -294,9 +294,15 @@ def _job_from_line(line: str, number: int, max_payload_bytes: int) -> NewJob:
 
 
 def _read_jobs(stream: IO[str], max_payload_bytes: int) -> list[NewJob]:
+    """Every line of `stream` as a job. A line is read at most one character
+    past the longest a payload allows, so an endless one (`/dev/zero`, a
+    file without newlines) is refused after that much, not held in memory."""
+    bound = max_payload_bytes + LINE_OVERHEAD + 1
     jobs = []
-    for number, line in enumerate(stream, start=1):
-        if line.strip():
+    number = 0
+    while line := stream.readline(bound):
+        number += 1
+        if line.strip() or len(line) == bound:  # a cut line is refused, blank or not
             jobs.append(_job_from_line(line, number, max_payload_bytes))
     return jobs
 

@@ -5,12 +5,15 @@ written; the same on both engines."""
 from __future__ import annotations
 
 import json
+import resource
+import subprocess
+from pathlib import Path
 
 import pytest
 
 from jobvisor import Queue
 
-from .conftest import Cli, clean_env
+from .conftest import JOBVISOR, Cli, clean_env
 
 DEEP = "[" * 3000 + "]" * 3000
 
@@ -119,3 +122,36 @@ def test_other_commands_refuse_values_out_of_bounds(
     cli: Cli, db: Queue, argv: list[str], named: str
 ) -> None:
     refused(cli, db, *argv, named=named)
+
+
+def _limited_memory() -> None:
+    """Run the child under a 1 GiB address-space cap: reading an endless line
+    whole fails there at once, not after filling the machine's memory."""
+    resource.setrlimit(resource.RLIMIT_AS, (1 << 30, 1 << 30))
+
+
+@pytest.mark.parametrize("source", ["/dev/zero", "long"])
+def test_an_endless_file_line_is_refused_after_the_bound(
+    cli: Cli, db: Queue, tmp_path: Path, source: str
+) -> None:
+    """`--file` reads a line at most one character past the longest a payload
+    allows: `/dev/zero` (no newline ever) or a huge line is refused as too
+    long, in bounded memory, naming the line, and nothing is written."""
+    path = source
+    if source == "long":
+        long = tmp_path / "long.jsonl"
+        long.write_text('{"job_type": "ok"}\n' + " " * 3_000_000 + "x\n")
+        path = str(long)
+    env = clean_env(JOBVISOR_DATABASE_URL=cli.url, JOBVISOR_MAX_PAYLOAD_BYTES="2048")
+    done = subprocess.run(
+        [str(JOBVISOR), "enqueue", "--file", path],
+        capture_output=True, text=True, timeout=120, check=False, cwd=cli.cwd, env=env,
+        preexec_fn=_limited_memory,
+    )  # fmt: skip
+    assert done.returncode == 2, (done.returncode, done.stderr[-2000:])
+    assert done.stderr.count("\n") == 1 and "Traceback" not in done.stderr, done.stderr
+    line = "line 1" if source == "/dev/zero" else "line 2"
+    assert f"{line}: more than 67584 characters" in done.stderr, done.stderr
+    assert "expected a payload of at most 2048 bytes" in done.stderr
+    assert done.stdout == ""
+    assert db.summary().total == 0
