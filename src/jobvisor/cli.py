@@ -144,6 +144,9 @@ def _one_line(text: str | None, width: int) -> str:
 
 
 def _table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    """Aligned columns; every cell escaped (`validate.printable`), as cells
+    hold names and errors read from the database."""
+    rows = [[validate.printable(c) for c in r] for r in rows]
     widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
     lines = ["  ".join(c.ljust(w) for c, w in zip(header, widths, strict=True)).rstrip()]
     lines.append("  ".join("-" * w for w in widths))
@@ -262,8 +265,8 @@ def _job_from_line(line: str, number: int, max_payload_bytes: int) -> NewJob:
     where = f"line {number}"
     if len(line) > max_payload_bytes + LINE_OVERHEAD:  # too long whatever its encoding
         raise UsageError(
-            f"{where}: {len(line)} characters; expected a payload of at most "
-            f"{max_payload_bytes} bytes (JOBVISOR_MAX_PAYLOAD_BYTES)"
+            f"{where}: more than {max_payload_bytes + LINE_OVERHEAD} characters; expected a "
+            f"payload of at most {max_payload_bytes} bytes (JOBVISOR_MAX_PAYLOAD_BYTES)"
         )
     try:
         item = json.loads(line)
@@ -291,9 +294,15 @@ def _job_from_line(line: str, number: int, max_payload_bytes: int) -> NewJob:
 
 
 def _read_jobs(stream: IO[str], max_payload_bytes: int) -> list[NewJob]:
+    """Every line of `stream` as a job. A line is read at most one character
+    past the longest a payload allows, so an endless one (`/dev/zero`, a
+    file without newlines) is refused after that much, not held in memory."""
+    bound = max_payload_bytes + LINE_OVERHEAD + 1
     jobs = []
-    for number, line in enumerate(stream, start=1):
-        if line.strip():
+    number = 0
+    while line := stream.readline(bound):
+        number += 1
+        if line.strip() or len(line) == bound:  # a cut line is refused, blank or not
             jobs.append(_job_from_line(line, number, max_payload_bytes))
     return jobs
 
@@ -483,13 +492,14 @@ def _show_job(job: Job, *, as_json: bool) -> None:
         if key in _SHOWN_APART:
             continue
         shown = _when(value) if isinstance(value, dt.datetime) else value
-        print(f"{key + ':':<16}{'-' if shown is None else shown}")
+        print(f"{key + ':':<16}{'-' if shown is None else validate.printable(str(shown))}")
+    # json.dumps writes every control character as a \u escape.
     print(f"{'payload:':<16}{json.dumps(job.payload, sort_keys=True)}")
     result = "-" if job.result is None else json.dumps(job.result, sort_keys=True)
     print(f"{'result:':<16}{result}")
-    print(f"{'progress:':<16}{_progress_text(job.progress)}")
+    print(f"{'progress:':<16}{validate.printable(_progress_text(job.progress))}")
     print("last_error:")
-    print(job.last_error or "-")
+    print(validate.printable(job.last_error or "-", lines=True))
     _print_errors(job.errors)
 
 
@@ -504,8 +514,9 @@ def _print_errors(errors: Sequence[dict[str, Any]]) -> None:
     """The error of every failed attempt kept, oldest first."""
     print(f"errors ({len(errors)} kept):" if errors else "errors: -")
     for entry in errors:
-        print(f"  attempt {entry['attempt']} at {_when(entry['at'])} on {entry['worker_id']}:")
-        for line in str(entry["error"]).splitlines() or [""]:
+        worker = validate.printable(str(entry["worker_id"]))
+        print(f"  attempt {entry['attempt']} at {_when(entry['at'])} on {worker}:")
+        for line in validate.printable(str(entry["error"]), lines=True).splitlines() or [""]:
             print(f"    {line}")
 
 

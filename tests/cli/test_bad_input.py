@@ -5,12 +5,15 @@ written; the same on both engines."""
 from __future__ import annotations
 
 import json
+import resource
+import subprocess
+from pathlib import Path
 
 import pytest
 
 from jobvisor import Queue
 
-from .conftest import Cli, clean_env
+from .conftest import JOBVISOR, Cli, clean_env
 
 DEEP = "[" * 3000 + "]" * 3000
 
@@ -42,6 +45,7 @@ def refused(cli: Cli, db: Queue, *argv: str, input: str | None = None, named: st
         (["--payload", DEEP], "--payload="),
         (["--payload", '{"n": 1' + "0" * 5000 + "}"], "--payload="),
         (["--payload", '"\\udc80"'], "payload='\\udc80'"),
+        (["--queue", "q\x1b[2J"], "queue='q\\x1b[2J'"),
     ],
 )
 def test_enqueue_refuses_values_out_of_bounds(
@@ -59,6 +63,7 @@ def test_enqueue_refuses_values_out_of_bounds(
         ({"job_type": "t\udc80"}, "job_type='t\\udc80'"),
         ({"job_type": "t", "queue": "q" * 8000}, "queue='qqqq"),
         ({"job_type": "t", "payload": {"s": "\ud800"}}, "payload="),
+        ({"job_type": "t\x1b]0;x\x07"}, "job_type='t\\x1b]0;x\\x07'"),
     ],
 )
 def test_a_file_line_out_of_bounds_names_its_number(
@@ -107,9 +112,46 @@ def test_the_payload_size_limit_on_the_command_line(cli: Cli, db: Queue) -> None
         (["dead", "list", "--type", "a\x01" + "b" * 300], "job_type="),
         (["cleanup", "--older-than", "1e308"], "older_than=1e+308"),
         (["status", "--watch", "1e300"], "--watch=1e+300"),
+        (["queue", "pause", "q\x1b[2J"], "queue='q\\x1b[2J'"),
+        (["queue", "limit", "q\x9b", "--concurrency", "1"], "queue='q\\x9b'"),
+        (["queue", "limit", "--type", "t\u202e", "--concurrency", "1"], "job_type='t\\u202e'"),
+        (["cancel", "--queue", "q\x07", "--yes"], "queue='q\\x07'"),
     ],
 )
 def test_other_commands_refuse_values_out_of_bounds(
     cli: Cli, db: Queue, argv: list[str], named: str
 ) -> None:
     refused(cli, db, *argv, named=named)
+
+
+def _limited_memory() -> None:
+    """Run the child under a 1 GiB address-space cap: reading an endless line
+    whole fails there at once, not after filling the machine's memory."""
+    resource.setrlimit(resource.RLIMIT_AS, (1 << 30, 1 << 30))
+
+
+@pytest.mark.parametrize("source", ["/dev/zero", "long"])
+def test_an_endless_file_line_is_refused_after_the_bound(
+    cli: Cli, db: Queue, tmp_path: Path, source: str
+) -> None:
+    """`--file` reads a line at most one character past the longest a payload
+    allows: `/dev/zero` (no newline ever) or a huge line is refused as too
+    long, in bounded memory, naming the line, and nothing is written."""
+    path = source
+    if source == "long":
+        long = tmp_path / "long.jsonl"
+        long.write_text('{"job_type": "ok"}\n' + " " * 3_000_000 + "x\n")
+        path = str(long)
+    env = clean_env(JOBVISOR_DATABASE_URL=cli.url, JOBVISOR_MAX_PAYLOAD_BYTES="2048")
+    done = subprocess.run(
+        [str(JOBVISOR), "enqueue", "--file", path],
+        capture_output=True, text=True, timeout=120, check=False, cwd=cli.cwd, env=env,
+        preexec_fn=_limited_memory,
+    )  # fmt: skip
+    assert done.returncode == 2, (done.returncode, done.stderr[-2000:])
+    assert done.stderr.count("\n") == 1 and "Traceback" not in done.stderr, done.stderr
+    line = "line 1" if source == "/dev/zero" else "line 2"
+    assert f"{line}: more than 67584 characters" in done.stderr, done.stderr
+    assert "expected a payload of at most 2048 bytes" in done.stderr
+    assert done.stdout == ""
+    assert db.summary().total == 0

@@ -3,6 +3,7 @@ error that names the value and says what was expected (issue 2, point 10)."""
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import math
 from typing import Any
@@ -12,6 +13,7 @@ import pytest
 import jobvisor
 from jobvisor import InvalidArgument, Queue, RetryPolicy
 from jobvisor.queue.model import UTC
+from jobvisor.schedules import ScheduleSpec
 from tests.queue.helpers import close_to, row_count, table_snapshot
 
 NAIVE = dt.datetime(2030, 1, 1, 12, 0)
@@ -317,3 +319,71 @@ def test_retry_policy_refuses_values_out_of_bounds(kwargs: dict[str, float], nam
     with pytest.raises(InvalidArgument, match="expected") as info:
         RetryPolicy(**kwargs)
     assert named in str(info.value)
+
+
+# --- control characters: a name is refused with one, anywhere a name comes in ---
+
+CONTROL_NAMES = ["a\x1b]0;owned\x07\x1b[2J", "tab\there", "line\nbreak", "del\x7f", "c1\x9b",
+                 "rtl\u202egpj.exe", "sep\u2028"]  # fmt: skip
+
+
+@pytest.mark.parametrize("bad", CONTROL_NAMES)
+def test_a_name_with_a_control_character_is_refused_everywhere(
+    queue: Queue, url: str, bad: str
+) -> None:
+    queue.enqueue("kept")
+    queue.pause("held")
+    before = (table_snapshot(url), queue.paused(), queue.limits(), queue.schedules())
+    calls: list[tuple[str, Any]] = [
+        ("job_type=", lambda: queue.enqueue(bad)),
+        ("queue=", lambda: queue.enqueue("t", queue=bad)),
+        ("jobs[1]: job_type=", lambda: queue.enqueue_many([{"job_type": "ok"}, {"job_type": bad}])),
+        ("jobs[0]: queue=", lambda: queue.enqueue_many([{"job_type": "t", "queue": bad}] * 2)),
+        ("queue=", lambda: queue.pause(bad)),
+        ("queue=", lambda: queue.resume(bad)),
+        ("queue=", lambda: queue.set_limit(queue=bad, concurrency=1)),
+        ("job_type=", lambda: queue.set_limit(job_type=bad, concurrency=1)),
+        ("queue=", lambda: queue.clear_limit(queue=bad)),
+        ("job_type=", lambda: queue.cancel_many(job_type=bad)),
+        ("queue=", lambda: queue.cancel_many(queue=bad)),
+        ("job_type=", lambda: queue.dead.requeue_type(bad)),
+        ("job_type=", lambda: queue.dead.discard_type(bad)),
+        ("worker_id=", lambda: queue.claim(bad)),
+        ("queues[0]=", lambda: queue.claim("w", queues=[bad])),
+        ("job_types[0]=", lambda: queue.claim("w", job_types=[bad])),
+        ("schedule name=", lambda: ScheduleSpec.build(bad, every=60, job_type="t")),
+        ("job_type=", lambda: ScheduleSpec.build("s", every=60, job_type=bad)),
+        ("queue=", lambda: ScheduleSpec.build("s", every=60, job_type="t", queue=bad)),
+    ]  # fmt: skip
+    for named, call in calls:
+        with pytest.raises(InvalidArgument) as info:
+            call()
+        message = str(info.value)
+        assert f"{named}{bad!r}" in message, message
+        assert "expected a name without control characters" in message, message
+    assert (table_snapshot(url), queue.paused(), queue.limits(), queue.schedules()) == before
+
+
+def test_a_schedule_row_with_a_control_character_is_refused(queue: Queue, url: str) -> None:
+    """Schedules reach the database through `schedule_sync`, which checks
+    again what a `Schedule` built by hand carries."""
+    row = ScheduleSpec.build("s", every=60, job_type="t").row(dt.datetime.now(UTC))
+    bad = dataclasses.replace(row, job_type="t\x1b[2J")
+    with pytest.raises(InvalidArgument, match=r"job_type='t\\x1b\[2J': expected a name"):
+        queue.schedule_sync([bad])
+    assert queue.schedules() == []
+
+
+def test_printable_text_and_other_names_are_accepted(queue: Queue) -> None:
+    names = ["café", "emoji \U0001f600", "日本語", "with space", "a\u200db"]
+    for name in names:
+        job = queue.get(queue.enqueue(name, queue=name))
+        assert (job.job_type, job.queue) == (name, name)
+    # Only names are held to this: a dedupe key, an error or a payload may
+    # carry any character but NUL (the command line escapes them when printing).
+    job_id = queue.enqueue("t", {"s": "\x1b[2J"}, queue="q", dedupe_key="k\x1b", max_attempts=1)
+    (job,) = queue.claim("w", queues=["q"])
+    queue.fail(job, "boom\x1b]0;x\x07")
+    dead = queue.get(job_id)
+    assert dead.payload == {"s": "\x1b[2J"} and dead.dedupe_key == "k\x1b"
+    assert dead.last_error is not None and "\x1b]0;x\x07" in dead.last_error

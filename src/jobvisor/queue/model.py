@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+import decimal
 import enum
 import hashlib
 import inspect
@@ -436,9 +437,14 @@ def payload_json(payload: Any) -> str:
     not JSON, nests deeper than `MAX_PAYLOAD_DEPTH`, holds a NUL or text that
     is not UTF-8. The size limit is the queue's (see `Ctx.max_payload_bytes`)."""
     try:
-        text = _ENCODER.encode({} if payload is None else payload)
+        text = _ENCODER.encode(_portable({} if payload is None else payload))
     except RecursionError:
         text = None
+    except _KeyNotText as exc:
+        raise InvalidArgument(
+            f"payload={validate.short(payload)}: key {validate.short(exc.key)}: expected str "
+            "keys only (JSON would turn it into a string, which may collide with another key)"
+        ) from None
     except (TypeError, ValueError) as exc:
         raise InvalidArgument(
             f"payload={validate.short(payload)}: expected a JSON-serialisable value ({exc})"
@@ -465,7 +471,69 @@ def payload_json(payload: Any) -> str:
             f"payload={validate.short(payload)}: expected JSON without NUL characters "
             "(PostgreSQL cannot store \\u0000)"
         )
+    if "e+" in text or "-0.0" in text:
+        text = _JSON_TOKEN.sub(_portable_number, text)
     return text
+
+
+# The same JSON must read back the same from both engines, and PostgreSQL's
+# jsonb keeps neither key order nor how a number was written: it orders an
+# object's keys by their length in UTF-8 bytes, then bytewise, and prints a
+# number as a decimal (1e308 as 309 digits, which then reads back as an int;
+# -0.0 as 0.0). So every object is written in jsonb's key order, a float
+# with an exponent as digits with a decimal point, and -0.0 as 0.0. A key
+# that is not a string is refused: JSON would turn it into one, and
+# {1: "a", "1": "b"} would keep only one of them.
+
+
+class _KeyNotText(Exception):
+    def __init__(self, key: Any) -> None:
+        self.key = key
+
+
+def _key_rank(item: tuple[str, Any]) -> tuple[int, bytes]:
+    raw = item[0].encode("utf-8", "surrogatepass")
+    return len(raw), raw
+
+
+def _portable(value: Any) -> Any:
+    """`value` with every dict's keys in jsonb's order (a copy only where one
+    differs); `_KeyNotText` at a key that is not a string."""
+    if isinstance(value, dict):
+        items = []
+        changed = False
+        for key, item in value.items():
+            if not isinstance(key, str):
+                raise _KeyNotText(key)
+            new = _portable(item)
+            changed = changed or new is not item
+            items.append((key, new))
+        if len(items) > 1:
+            ordered = sorted(items, key=_key_rank)
+            changed = changed or ordered != items
+            items = ordered
+        return dict(items) if changed else value
+    if isinstance(value, list | tuple):
+        parts = [_portable(item) for item in value]
+        changed = any(new is not old for new, old in zip(parts, value, strict=True))
+        return parts if changed else value
+    return value
+
+
+# A JSON string (skipped) or number, in compact JSON text.
+_JSON_TOKEN = re.compile(r'"(?:[^"\\]|\\.)*"|-?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?')
+
+
+def _portable_number(match: re.Match[str]) -> str:
+    token = match.group()
+    if token.startswith('"'):
+        return token
+    if token == "-0.0":
+        return "0.0"
+    if "e+" not in token:
+        return token
+    digits = format(decimal.Decimal(token), "f")
+    return digits if "." in digits else digits + ".0"
 
 
 MAX_PROGRESS_NOTE = 200  # characters of a progress note
@@ -652,7 +720,8 @@ class Summary:
         table: list[list[str]] = [header]
         for name in names:
             age = self.oldest_pending_age.get(name)
-            table.append([name, *[str(self.count(s, name)) for s in statuses], _age(age)])
+            cells = [str(self.count(s, name)) for s in statuses]
+            table.append([validate.printable(name), *cells, _age(age)])
         table.append(["total", *[str(self.count(s)) for s in statuses], ""])
         return _aligned(table)
 

@@ -19,6 +19,8 @@ Why the bounds are where they are:
   indexes; a dedupe key into a unique index (a B-tree entry holds about
   2,700 bytes). Both are counted in UTF-8 bytes, and text must encode as
   UTF-8 (no lone surrogates): PostgreSQL refuses what SQLite would store.
+  A name holds no control character either (see `printable`): it is printed
+  by the command line and the dashboard, and must show as it was written.
 - A payload is JSON of at most `max_payload_bytes` (UTF-8) nested at most
   `MAX_PAYLOAD_DEPTH` deep: deeper JSON cannot be read back by the worker.
 - Counts (concurrency, pool size, limits) are capped well below what a
@@ -121,6 +123,28 @@ def short(value: Any, width: int = 80) -> str:
     return text if len(text) <= width else text[: width - 3] + "..."
 
 
+# What a terminal acts on rather than shows: the C0 and C1 controls and DEL
+# (an escape sequence retitles or clears it), the line and paragraph
+# separators, and the marks that reorder text (a right-to-left override makes
+# "gpj.exe" look like "exe.jpg").
+_CONTROLS = re.compile("[\x00-\x1f\x7f-\x9f\u200e\u200f\u2028-\u202e\u2066-\u2069]")
+_CONTROLS_BUT_LINES = re.compile(
+    "[\x00-\x08\x0b-\x1f\x7f-\x9f\u200e\u200f\u2028-\u202e\u2066-\u2069]"
+)
+
+
+def _escape(match: re.Match[str]) -> str:
+    code = ord(match.group())
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+
+
+def printable(text: str, *, lines: bool = False) -> str:
+    """`text` (from the database: a name, an error, a payload) safe to print
+    to a terminal: every control character written as its escape (`\\x1b`,
+    `\\u202e`); with `lines`, newlines and tabs are kept."""
+    return (_CONTROLS_BUT_LINES if lines else _CONTROLS).sub(_escape, text)
+
+
 def seconds(
     name: str,
     value: object,
@@ -193,8 +217,16 @@ def text(name: str, value: object, *, max_bytes: int, strip: bool = False) -> st
 
 
 def name(label: str, value: object) -> str:
-    """A queue name, job type or worker id."""
-    return text(label, value, max_bytes=MAX_NAME_BYTES, strip=True)
+    """A queue name, job type or worker id: text as `text` takes it, without
+    control characters (see `printable`), so it prints as it was written."""
+    checked = text(label, value, max_bytes=MAX_NAME_BYTES, strip=True)
+    found = _CONTROLS.search(checked)
+    if found is not None:
+        raise InvalidArgument(
+            f"{label}={short(value)}: expected a name without control characters "
+            f"(found {_escape(found)})"
+        )
+    return checked
 
 
 def key(label: str, value: object) -> str | None:
