@@ -64,7 +64,8 @@ from .queue.model import DEFAULT_MAX_ATTEMPTS, DEFAULT_QUEUE, Job, JobStatus, ne
 from .queue.ops import result_json
 from .tasks import Task, TaskCall, intercept
 from .worker.errors import error_text
-from .worker.registry import Cancel, Handler, JobContext, Registry, Snooze
+from .worker.handler import Cancel, Handler, JobContext, Snooze
+from .worker.registry import Registry
 
 T = TypeVar("T")
 

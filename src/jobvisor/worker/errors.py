@@ -10,7 +10,7 @@ import traceback
 from typing import Final
 
 from ..queue.model import Job
-from .registry import Handler
+from .handler import Handler
 
 TRACEBACK_FRAMES: Final = 8  # frames kept in last_error
 

@@ -36,8 +36,8 @@ from ..queue.errors import InvalidArgument
 from ..queue.model import Job
 from ..queue.ops import result_json
 from .errors import error_text, failure_text, message, one_line
+from .handler import Cancel, Handler, JobContext, Snooze
 from .protocol import Outcome
-from .registry import Cancel, Handler, JobContext, Snooze
 from .settling import Write, release_unstarted, settle_lost
 
 if TYPE_CHECKING:

@@ -28,7 +28,8 @@ from django.core.exceptions import ImproperlyConfigured
 from django.db import close_old_connections
 
 from ...queue.errors import InvalidArgument
-from ...worker.registry import Handler, JobContext, Registry
+from ...worker.handler import Handler, JobContext
+from ...worker.registry import Registry
 from .backend import JobvisorBackend
 from .compat import TaskContext, TaskResultStatus, set_frozen, task_finished, task_started
 from .results import TaskNotFound, call_of, import_task, task_result
