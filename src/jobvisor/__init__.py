@@ -21,7 +21,8 @@ from .queue import (
     correlation_scope,
     current_correlation_id,
 )
-from .worker.registry import Cancel, JobContext, Registry, Snooze
+from .worker.handler import Cancel, JobContext, Snooze
+from .worker.registry import Registry
 
 __version__ = "0.1.0"
 

@@ -21,7 +21,8 @@ from .config import load_or_exit
 from .log import get_logger
 from .queue.api import Queue, connect
 from .queue.model import RetryPolicy
-from .worker.registry import JobContext, Registry
+from .worker.handler import JobContext
+from .worker.registry import Registry
 
 registry = Registry()
 log = get_logger("example")

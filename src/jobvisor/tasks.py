@@ -46,7 +46,8 @@ from .queue.model import Job, JobStatus, NewJob, OnConflict, Unique, payload_jso
 
 if TYPE_CHECKING:
     from .queue.api import AsyncQueue, Queue
-    from .worker.registry import JobContext, Registry
+    from .worker.handler import JobContext
+    from .worker.registry import Registry
 
 P = ParamSpec("P")
 R = TypeVar("R")

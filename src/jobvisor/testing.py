@@ -63,8 +63,9 @@ from .queue.errors import InvalidArgument, JobvisorError
 from .queue.model import DEFAULT_MAX_ATTEMPTS, DEFAULT_QUEUE, Job, JobStatus, new_job_id
 from .queue.ops import result_json
 from .tasks import Task, TaskCall, intercept
-from .worker.loop import error_text
-from .worker.registry import Cancel, Handler, JobContext, Registry, Snooze
+from .worker.errors import error_text
+from .worker.handler import Cancel, Handler, JobContext, Snooze
+from .worker.registry import Registry
 
 T = TypeVar("T")
 

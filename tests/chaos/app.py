@@ -23,7 +23,7 @@ from typing import Any, Final
 
 import psycopg
 
-from jobvisor.worker.registry import JobContext, Registry
+from jobvisor.worker import JobContext, Registry
 
 LEDGER_PATIENCE: Final = 90.0  # the ledger write gives up (the run fails) after this
 GATE_PATIENCE: Final = 120.0  # a gate never opened fails the run after this

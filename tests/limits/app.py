@@ -8,7 +8,7 @@ import asyncio
 import time
 from typing import Any
 
-from jobvisor.worker.registry import JobContext, Registry
+from jobvisor.worker import JobContext, Registry
 
 registry = Registry()
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from jobvisor.worker.registry import JobContext, Registry
+from jobvisor.worker import JobContext, Registry
 
 registry = Registry()
 

@@ -3,7 +3,7 @@ one schedule ticking every second, all missed ticks caught up."""
 
 from __future__ import annotations
 
-from jobvisor.worker.registry import JobContext, Registry
+from jobvisor.worker import JobContext, Registry
 
 registry = Registry()
 

@@ -12,7 +12,7 @@ import subprocess
 import time
 from typing import Any
 
-from jobvisor.worker.registry import JobContext, Registry
+from jobvisor.worker import JobContext, Registry
 
 registry = Registry()
 

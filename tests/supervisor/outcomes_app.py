@@ -12,7 +12,7 @@ import sys
 from collections.abc import Callable
 from typing import Any, NoReturn
 
-from jobvisor.worker.registry import JobContext, Registry
+from jobvisor.worker import JobContext, Registry
 
 __all__ = ["KINDS", "THREAD_ONLY", "registry"]
 

@@ -11,7 +11,8 @@ from typing import Any
 
 import jobvisor
 from jobvisor import JobContext, JobStatus, Registry
-from jobvisor.worker.loop import EXPRESS_MIN_CONCURRENCY, Worker
+from jobvisor.worker.claiming import EXPRESS_MIN_CONCURRENCY
+from jobvisor.worker.loop import Worker
 
 DEADLINE = 30.0  # bound on every wait; never reached when things work
 SLOTS = EXPRESS_MIN_CONCURRENCY

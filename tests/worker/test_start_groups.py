@@ -7,7 +7,8 @@ import asyncio
 
 import jobvisor
 from jobvisor import JobContext, JobStatus, Registry
-from jobvisor.worker.loop import START_GROUP, Worker
+from jobvisor.worker.loop import Worker
+from jobvisor.worker.running import START_GROUP
 
 DEADLINE = 30.0  # bound on every wait; never reached when things work
 JOBS = 5 * START_GROUP

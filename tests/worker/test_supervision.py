@@ -10,7 +10,8 @@ from collections.abc import Awaitable, Callable
 import pytest
 
 from jobvisor import AsyncQueue, Registry
-from jobvisor.worker.loop import Loop, Worker
+from jobvisor.worker.loop import Worker
+from jobvisor.worker.supervision import Loop
 from tests.conftest import run_with
 
 

@@ -17,7 +17,7 @@ import pytest
 
 import jobvisor
 from jobvisor import JobStatus, Queue
-from jobvisor.worker.loop import EXPRESS_MIN_CONCURRENCY
+from jobvisor.worker.claiming import EXPRESS_MIN_CONCURRENCY
 from tests.invariants import assert_invariants
 
 from .helpers import ROOT, WorkerProcess, running_worker, steal_lease, wait_until, worker_env

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from common import record_start
 
-from jobvisor.worker.registry import JobContext, Registry
+from jobvisor.worker import JobContext, Registry
 
 registry = Registry()
 

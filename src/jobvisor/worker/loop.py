@@ -1,46 +1,31 @@
-"""One worker's event loop: claim, run, settle, renew, drain.
+"""One worker's event loop: it starts its loops, supervises them, and stops
+them in order.
 
 Design note. A worker is a handful of tasks on one asyncio loop that share
-a few in-memory tables and never block each other:
+a few in-memory tables (held, running and finished jobs, their buffered
+outcomes) on the `Worker`, and never block each other. Each part lives in
+a module of its own, as functions of the worker, so that the hot path costs
+no more than a method call:
 
-- the claim loop claims as many jobs as there are free slots, in one
-  statement, and starts a task per job. It sleeps when the queue is empty
-  (until a PostgreSQL NOTIFY, or an adaptive poll) or when every slot is busy.
-- a job that jumps the queue (a higher priority than the jobs of the last
-  full claim) does not wait for the next turn of a busy claim loop: its
-  notice starts an express claim of one job of a higher priority at once,
-  into the slot the claim loop of a worker with many slots leaves to it
-  (`EXPRESS_MIN_CONCURRENCY`).
-- a job task runs the handler (on the loop, or in the thread pool for a plain
-  function) under the job's correlation id and its timeout, then records the
-  outcome in a buffer. It never writes to the database itself.
-- the flush loop writes the buffered outcomes: all completions in one
-  `complete_many`, all releases in one `release_many`, the rarer fails,
-  snoozes and cancels each in its own guarded statement, concurrently. What
-  finishes while a flush is in flight waits for the next flush, so batches
-  grow with the load and a quiet worker writes at once. A database error
-  puts the batch back and retries with backoff: an outcome is never dropped.
-- the renew loop extends every held lease (running, or finished but not yet
-  written) in one `renew_many` per half lease. A job whose lease was lost is
-  cancelled, and whatever its handler returns is dropped: the job belongs to
-  someone else now.
-- a cancel request (`queue.cancel` of a running job) arrives by a PostgreSQL
-  notice in the listen loop, and with every renewal on either engine. An
-  async handler's task is cancelled; a thread handler sees
-  `job.cancel_requested` and gets `cancel_grace` seconds to return, after
-  which the parent is told the job is past its hard limit now, so the worker
-  is replaced and that job alone is charged. Whatever outcome follows, the
-  database ends the job `cancelled`.
-- the heartbeat loop tells the parent the loop is turning and which loops
-  are failing, reports metrics, and stops the worker when the parent is gone.
+- `claiming`: the claim loop claims as many jobs as there are free slots,
+  and a job that jumps the queue gets an express claim;
+- `running`: a task per job runs its handler and buffers its outcome; a
+  cancel request or a lost lease stops the handler;
+- `settling`: the flush loop writes the buffered outcomes in batches;
+- `leases`: the renew loop extends every held lease, and the heartbeat loop
+  reports to the parent and notices when it is gone;
+- `listening`: on PostgreSQL, notices wake the claim loop and carry cancel
+  requests;
+- `errors`: the text a failed attempt records.
 
-Every loop is supervised. An error is classified (`queue.faults`): an
-unreachable database is waited out with backoff for as long as it lasts; an
-error that may pass (a read-only server, a full disk) is retried with backoff
-for at most `FAULT_LIMIT` seconds; anything else, or an error that escapes a
-loop, is logged with its traceback and stops the worker, which then exits
-non-zero (`clean` is False) so that its supervisor requeues its jobs and
-replaces it. A loop never dies while the worker looks alive.
+Every loop is supervised (`supervision`). An error is classified
+(`queue.faults`): an unreachable database is waited out with backoff for as
+long as it lasts; an error that may pass (a read-only server, a full disk)
+is retried with backoff for at most `FAULT_LIMIT` seconds; anything else,
+or an error that escapes a loop, is logged with its traceback and stops the
+worker, which then exits non-zero (`clean` is False) so that its supervisor
+requeues its jobs and replaces it. A loop never dies while the worker looks
+alive.
 
 `stop()` (SIGTERM) ends claiming; running jobs get `shutdown_timeout` to
 finish; the rest are cancelled and released (attempt not counted); the
@@ -52,49 +37,34 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
-import contextlib
-import contextvars
-import enum
 import logging
 import os
 import threading
 import time
-import traceback
 import uuid
-from collections.abc import Awaitable, Callable, Sequence
-from typing import Any, Final, Literal
+from collections.abc import Awaitable, Sequence
+from typing import Any, Final
 
 from .. import tracing
 from ..backoff import backoff
 from ..log import get_logger
 from ..metrics import WorkerMetrics
 from ..queue.api import AsyncQueue
-from ..queue.correlation import correlation_id_var
-from ..queue.errors import InvalidArgument, LeaseLost
 from ..queue.faults import Fault, classify
-from ..queue.model import Job, JobStatus
-from ..queue.notices import NoticeKind
-from ..queue.ops import result_json
-from .protocol import HEARTBEAT_INTERVAL, ControlChannel, Outcome
-from .registry import AttemptFailed, Cancel, Handler, JobContext, Registry, Snooze
+from ..queue.model import Job
+from .claiming import EXPRESS_MIN_CONCURRENCY, claim_loop
+from .errors import error_text, one_line
+from .leases import heartbeat_loop, renew_loop
+from .listening import listen_loop
+from .protocol import ControlChannel
+from .registry import Registry
+from .running import Running, StopReason
+from .settling import Write, flush_loop
+from .supervision import FAULT_LIMIT, RETRY_BASE, RETRY_CAP, Failing, Loop, LoopFailed
 
 log = get_logger("worker")
 
-MIN_POLL: Final = 0.005  # the first poll after work was found
 SQLITE_MAX_POLL: Final = 0.1  # SQLite has no NOTIFY: stay responsive
-TRACEBACK_FRAMES: Final = 8  # frames kept in last_error
-# The hard limit, in seconds from now, reported to the parent for a thread
-# handler that outlived its cancel grace: the parent's watchdog kills at once.
-GRACE_KILL_AFTER: Final = 0.001
-
-
-# How long a loop may keep failing with an error that may pass (a read-only
-# server, a full disk) before the worker gives up and exits for a fresh one.
-FAULT_LIMIT: Final = 60.0
-RETRY_BASE: Final = 0.05  # a loop's first retry after an error, in seconds
-RETRY_CAP: Final = 2.0  # and its longest wait between two retries
-LISTEN_RETRY_BASE: Final = 0.1
-LISTEN_RETRY_CAP: Final = 5.0
 
 # What `JOBVISOR_CONCURRENCY=auto` (the default) gives a worker. A waiting
 # coroutine costs a few kilobytes and no thread, and a worker claims and
@@ -105,124 +75,10 @@ LISTEN_RETRY_CAP: Final = 5.0
 ASYNC_CONCURRENCY: Final = 200
 THREAD_CONCURRENCY: Final = 20
 
-# The claim loop of a worker with at least this many slots leaves one of
-# them (at most 1%) to express claims, for a job that jumps the queue while
-# the worker is busy. A new job's notice says its priority: this needs LISTEN.
-EXPRESS_MIN_CONCURRENCY: Final = 100
-
-# A worker starts the jobs of a claim this many at a time, the event loop
-# turning between two groups.
-START_GROUP: Final = 10
-
 
 def auto_concurrency(registry: Registry) -> int:
     """The concurrency `auto` means for the handlers of `registry`."""
     return THREAD_CONCURRENCY if registry.needs_threads else ASYNC_CONCURRENCY
-
-
-class Loop(enum.StrEnum):
-    """The long-running tasks of a worker, by the names the logs and the
-    heartbeat use."""
-
-    CLAIM = "claim"
-    FLUSH = "flush"
-    RENEW = "renew"
-    LISTEN = "listen"
-    HEARTBEAT = "heartbeat"
-
-
-class LoopFailed(Exception):
-    """A loop cannot go on: its error will not pass, or did not in time.
-    The error is the `__cause__`; it has been logged."""
-
-
-class _Failing:
-    """A loop's current run of failures (none when its last try passed)."""
-
-    __slots__ = ("fault", "since", "tries")
-
-    def __init__(self, since: float) -> None:
-        self.since = since
-        self.tries = 0
-        self.fault = Fault.UNREACHABLE
-
-
-def _message(exc: BaseException) -> str | None:
-    """`str(exc)`, stripped; None when the exception cannot say it (its
-    `__str__` raises, or returns something that is not a string)."""
-    try:
-        text = str(exc)
-    except Exception:
-        return None
-    return text.strip()
-
-
-def error_text(exc: BaseException) -> str:
-    """One line naming the error, then the innermost frames of its traceback.
-    An exception that cannot be printed is named by its type alone."""
-    head = _one_line(exc)
-    try:
-        frames = traceback.extract_tb(exc.__traceback__)[-TRACEBACK_FRAMES:]
-        tail = "".join(traceback.format_list(frames)).rstrip()
-    except Exception:
-        tail = ""
-    return head + ("\n" + tail if tail else "")
-
-
-class _Carried(Exception):
-    """What a thread handler raised that is not an `Exception` (or is a
-    `CancelledError`), carried to the event loop as one."""
-
-    def __init__(self, exc: BaseException) -> None:
-        super().__init__(type(exc).__name__)
-        self.exc = exc
-        self.kind = (
-            "CancelledError"
-            if isinstance(exc, concurrent.futures.CancelledError)
-            else ("a BaseException")
-        )
-
-
-class StopReason(enum.StrEnum):
-    """Why the worker cancelled a running job."""
-
-    LEASE_LOST = "lease_lost"  # someone else holds it now: its result is dropped
-    DRAIN = "drain"  # the stop's deadline passed: it is released
-    CANCEL = "cancel"  # a cancel was requested: it ends cancelled
-
-
-def _failure_text(
-    job: Job, handler: Handler, exc: BaseException, timer: asyncio.Timeout | None
-) -> str:
-    """What a failed attempt records: its timeout, or the exception."""
-    if timer is not None and timer.expired():
-        return f"TimeoutError: {job.job_type} ran past its {handler.timeout:g}s timeout"
-    return exc.record if isinstance(exc, AttemptFailed) else error_text(exc)
-
-
-class _Running:
-    """A job whose handler is running."""
-
-    __slots__ = ("context", "handler", "job", "stop_reason", "task")
-
-    def __init__(
-        self,
-        job: Job,
-        handler: Handler,
-        worker_id: str,
-        report: Callable[[uuid.UUID, str], None] | None = None,
-    ) -> None:
-        self.job = job
-        self.handler = handler
-        self.context = JobContext(job, worker_id, report)
-        self.task: asyncio.Task[None] | None = None
-        self.stop_reason: StopReason | None = None  # set when we cancel it
-
-
-# What a job task hands to the flush: (kind, job, argument); completions and
-# releases go to their own buffers, the rest are written one by one.
-_Kind = Literal["complete", "fail", "snooze", "cancel"]
-_Write = tuple[_Kind, Job, Any]
 
 
 class Worker:
@@ -285,7 +141,7 @@ class Worker:
         self._tracing = tracing.recording(tracer_provider)
         self._tracer_provider = tracer_provider
 
-        self._running: dict[uuid.UUID, _Running] = {}
+        self._running: dict[uuid.UUID, Running] = {}
         self._held: dict[uuid.UUID, Job] = {}  # claimed and not yet settled in the database
         self._ran: dict[uuid.UUID, float] = {}  # handler run time, until the outcome is settled
         self._completed: list[Job] = []
@@ -294,7 +150,7 @@ class Worker:
         # (a thread handler sets an entry: one dict store, safe under the GIL).
         self._progress: dict[uuid.UUID, str] = {}
         self._released: list[Job] = []
-        self._writes: list[_Write] = []
+        self._writes: list[Write] = []
 
         self._stop_requested = asyncio.Event()
         self._fast = False
@@ -314,7 +170,7 @@ class Worker:
         self._threads_busy = 0
         self._threads_lock = threading.Lock()
         self._debug = False
-        self._failing: dict[Loop, _Failing] = {}
+        self._failing: dict[Loop, Failing] = {}
         self.failed_loop: Loop | None = None  # the loop that stopped the worker, if one did
         # False when an outcome could not be written before exit, or a loop failed.
         self.clean = True
@@ -367,13 +223,13 @@ class Worker:
             engine=self.queue.engine,
         )
         helpers = [
-            self._supervise(Loop.RENEW, self._renew_loop()),
-            self._supervise(Loop.HEARTBEAT, self._heartbeat_loop()),
+            self._supervise(Loop.RENEW, renew_loop(self)),
+            self._supervise(Loop.HEARTBEAT, heartbeat_loop(self)),
         ]
         if self._listens:
-            helpers.append(self._supervise(Loop.LISTEN, self._listen_loop()))
-        flusher = self._supervise(Loop.FLUSH, self._flush_loop())
-        claimer = self._supervise(Loop.CLAIM, self._claim_loop())
+            helpers.append(self._supervise(Loop.LISTEN, listen_loop(self)))
+        flusher = self._supervise(Loop.FLUSH, flush_loop(self))
+        claimer = self._supervise(Loop.CLAIM, claim_loop(self))
         try:
             await self._stop_requested.wait()
             # A claim in flight finishes (its jobs are released); one stuck
@@ -424,7 +280,7 @@ class Worker:
 
     def _give_up(self, loop: Loop, exc: Exception) -> None:
         error = exc.__cause__ if isinstance(exc, LoopFailed) and exc.__cause__ else exc
-        failing = self._failing.setdefault(loop, _Failing(time.monotonic()))
+        failing = self._failing.setdefault(loop, Failing(time.monotonic()))
         failing.fault = Fault.PERMANENT  # reported unhealthy until the process ends
         log.error(
             "worker.loop_failed",
@@ -459,7 +315,7 @@ class Worker:
         failing = self._failing.get(loop)
         first = failing is None
         if failing is None:
-            failing = self._failing[loop] = _Failing(now)
+            failing = self._failing[loop] = Failing(now)
         failing.tries += 1
         failing.fault = fault = classify(exc)
         if fault is Fault.PERMANENT or (
@@ -472,7 +328,7 @@ class Worker:
         # an error, with its traceback the first time.
         unexpected = first and fault is not Fault.UNREACHABLE
         emit = log.error if unexpected else log.warning
-        error = error_text(exc) if unexpected else _one_line(exc)
+        error = error_text(exc) if unexpected else one_line(exc)
         emit(
             event,
             worker_id=self.worker_id,
@@ -495,370 +351,15 @@ class Worker:
                 failing_for=round(time.monotonic() - failing.since, 3),
             )
 
-    # --- claiming -----------------------------------------------------------
-
-    async def _claim_loop(self) -> None:
-        idle_wait = MIN_POLL
-        queues = list(self.queues) or None
-        if self.job_types == []:  # no handler: nothing to claim (an empty filter means any)
-            log.warning("worker.no_handlers", worker_id=self.worker_id)
-            await self._stop_requested.wait()
-            return
-        while not self.stopping:
-            free = self.concurrency - len(self._running) - self._kept_for_express()
-            if free <= 0:
-                self._slot_free.clear()
-                await self._slot_free.wait()
-                continue
-            self._wake.clear()
-            self._claiming = free
-            try:
-                jobs = await self.queue.claim(
-                    self.worker_id,
-                    queues=queues,
-                    job_types=self.job_types,
-                    limit=free,
-                    lease=self.lease,
-                )
-            except Exception as exc:
-                await self._wait_wake(self._retry_in(Loop.CLAIM, exc))
-                continue
-            finally:
-                self._claiming = 0
-            if self._failing:
-                self._recovered(Loop.CLAIM)
-            self.metrics.claimed(len(jobs))
-            if self.stopping:  # claimed while the stop arrived: give them back
-                self._release_unstarted(jobs)
-                return
-            self._busy_with = min(j.priority for j in jobs) if len(jobs) == free else None
-            await self._start_all(jobs)
-            if len(jobs) == free:
-                idle_wait = MIN_POLL
-                await asyncio.sleep(0)  # let the loop breathe between full batches
-                continue
-            idle_wait = MIN_POLL if jobs else min(idle_wait * 2, self._max_poll)
-            await self._wait_wake(idle_wait)
-
-    def _kept_for_express(self) -> int:
-        """The slots the claim loop leaves to express claims."""
-        return 1 if self._express_on else 0
-
-    def _jump(self, priority: int) -> None:
-        """A job of `priority` is new: claim it at once if it jumps the queue
-        of a busy worker."""
-        busy_with = self._busy_with
-        if not self._express_on or busy_with is None or priority <= busy_with or self.stopping:
-            return
-        if self._express is not None and not self._express.done():
-            self._express_again = True
-            return
-        self._express = asyncio.create_task(self._express_claim(busy_with), name="express")
-
-    async def _express_claim(self, above: int) -> None:
-        """Claim jobs of a priority above `above` one at a time while a slot
-        is free and notices keep coming. An error only costs the express:
-        the claim loop takes the job in its turn (and handles the error)."""
-        while not self.stopping and len(self._running) + self._claiming < self.concurrency:
-            self._express_again = False
-            try:
-                jobs = await self.queue.claim(
-                    self.worker_id,
-                    queues=list(self.queues) or None,
-                    job_types=self.job_types,
-                    limit=1,
-                    lease=self.lease,
-                    above_priority=above,
-                )
-            except Exception as exc:
-                if classify(exc) is Fault.PERMANENT:
-                    self._express_on = False
-                    log.error("worker.express_off", worker_id=self.worker_id, error=error_text(exc))
-                return
-            self.metrics.claimed(len(jobs))
-            if self.stopping:  # claimed while the stop arrived: give them back
-                self._release_unstarted(jobs)
-                return
-            if not jobs:
-                if self._express_again:
-                    continue
-                return
-            # This task runs the job it claimed, at once, and a new one goes
-            # on claiming (the next may be just as urgent).
-            running = self._prepare(jobs[0])
-            self._express = asyncio.create_task(self._express_claim(above), name="express")
-            if running is not None:
-                running.task = asyncio.current_task()
-                await self._run_job(running)
-            return
-
-    async def _wait_wake(self, seconds: float) -> None:
-        if self._wake.is_set():
-            return
-        try:
-            async with asyncio.timeout(seconds):
-                await self._wake.wait()
-        except TimeoutError:
-            pass
-
-    async def _listen_loop(self) -> None:
-        """Wake the claim loop on every notice of a new job; a `missed` notice
-        (listening began, or began again after the connection broke) is
-        followed by a claim too, since notices sent meanwhile are lost. The
-        queue reconnects by itself while the database is unreachable; any
-        other error reaches this loop's supervision."""
-        while True:
-            try:
-                async for notice in self.queue.notifications(self.queues or None):
-                    if notice.kind == NoticeKind.CANCEL:
-                        if notice.id is not None:
-                            self._request_cancel(notice.id)
-                        continue
-                    if notice.kind == NoticeKind.MISSED:
-                        self._recovered(Loop.LISTEN)
-                    elif notice.kind == NoticeKind.DONE:
-                        continue  # a job ended: no new work
-                    elif notice.priority is not None:
-                        self._jump(notice.priority)
-                    self._wake.set()
-            except Exception as exc:
-                delay = self._retry_in(
-                    Loop.LISTEN, exc, base=LISTEN_RETRY_BASE, cap=LISTEN_RETRY_CAP
-                )
-                self._wake.set()  # poll at once: the claim retries on its own
-                await asyncio.sleep(delay)
-
-    # --- running ------------------------------------------------------------
-
-    async def _start_all(self, jobs: list[Job]) -> None:
-        """Start `jobs` a few at a time, letting the loop turn between two
-        groups: a notice that came meanwhile waits for one group, not for
-        the whole batch."""
-        for first in range(0, len(jobs), START_GROUP):
-            if first:
-                try:
-                    await asyncio.sleep(0)
-                except asyncio.CancelledError:
-                    self._release_unstarted(jobs[first:])
-                    raise
-                if self.stopping:  # the stop came between two groups: give the rest back
-                    self._release_unstarted(jobs[first:])
-                    return
-            for job in jobs[first : first + START_GROUP]:
-                self._start(job)
-
-    def _release_unstarted(self, jobs: list[Job]) -> None:
-        for job in jobs:
-            self._held[job.id] = job
-            self._released.append(job)
-        self._flush_wanted.set()
-
-    def _start(self, job: Job) -> None:
-        running = self._prepare(job)
-        if running is not None:
-            running.task = asyncio.create_task(self._run_job(running))
-
-    def _prepare(self, job: Job) -> _Running | None:
-        """Hold `job` and make it running, or buffer its failure when no
-        handler knows its type."""
-        self._held[job.id] = job
-        handler = self.registry.get(job.job_type)
-        if handler is None:
-            write: _Write = ("fail", job, self.registry.unknown_type_error(job.job_type))
-            if self._tracing:  # an execution too, if a short one: the trace shows why
-                name, error = _span_outcome(None, write)
-                with self._span(job) as span:
-                    span.set_outcome(name, error=error)
-            self._writes.append(write)
-            self._flush_wanted.set()
-            return None
-        running = _Running(job, handler, self.worker_id, self._report_progress)
-        self._running[job.id] = running
-        return running
-
-    def _span(self, job: Job) -> contextlib.AbstractContextManager[tracing.JobSpan]:
-        return tracing.job_span(job, tracing.carrier_of(job), tracer_provider=self._tracer_provider)
-
-    async def _run_job(self, running: _Running) -> None:
-        job = running.job
-        if self._tracing:
-            # The span is current while the handler runs (a thread handler
-            # gets a copy of this context), so its own spans are children.
-            with self._span(job) as span:
-                outcome, duration = await self._execute(running)
-                name, error = _span_outcome(running.stop_reason, outcome)
-                span.set_outcome(name, error=error)
-        else:
-            outcome, duration = await self._execute(running)
-        self._ran[job.id] = duration
-        if running.stop_reason is StopReason.LEASE_LOST:
-            self._settle_lost(job)
-            return
-        if outcome is None:
-            self._released.append(job)
-            if self._debug:
-                log.debug("job.interrupted", **self._fields(job), duration=round(duration, 6))
-        elif outcome[0] == "complete":
-            self._completed.append(job)
-            if outcome[2] is not None:
-                self._results[job.id] = outcome[2]
-            if self._debug:
-                log.debug("job.completed", **self._fields(job), duration=round(duration, 6))
-        else:
-            self._writes.append(outcome)
-        self._flush_wanted.set()
-
-    async def _execute(self, running: _Running) -> tuple[_Write | None, float]:
-        """Run the handler under the job's correlation id and timeout. Returns
-        the outcome to write (None when we stopped it) and the run time."""
-        job, handler = running.job, running.handler
-        correlation_id_var.set(job.correlation_id)  # this task's own context
-        hard = handler.hard_timeout
-        if hard is not None:
-            self.channel.send({"t": "job", "id": str(job.id), "hard": hard})
-        if self._debug:
-            log.debug("job.started", **self._fields(job))
-        started = time.monotonic()
-        outcome: _Write | None = None
-        timer: asyncio.Timeout | None = None
-        try:
-            context = running.context
-            if handler.timeout is None:
-                value = await self._call(handler, context)
-            else:
-                async with asyncio.timeout(handler.timeout) as timer:
-                    value = await self._call(handler, context)
-        except Snooze as request:
-            outcome = ("snooze", job, request.delay)
-        except Cancel as request:
-            outcome = ("cancel", job, request.reason)
-        except _Carried as carried:
-            outcome = self._abnormal(job, carried.exc, f"the handler raised {carried.kind}")
-        except asyncio.CancelledError as exc:
-            if running.stop_reason is None and not _cancelling():
-                # Raised by the handler itself, not by our cancel: its failure.
-                outcome = self._abnormal(job, exc, "the handler raised CancelledError")
-            else:
-                outcome = None  # stopped by us: a cancel request, lease lost, the drain's deadline
-        except Exception as exc:
-            outcome = ("fail", job, _failure_text(job, handler, exc, timer))
-            if _message(exc) is None:
-                self._abnormal(job, exc, "the handler's exception cannot be printed")
-        except BaseException as exc:
-            # SystemExit, KeyboardInterrupt, GeneratorExit or one of the
-            # handler's own: this job's failure, never the worker's end.
-            outcome = self._abnormal(job, exc, "the handler raised a BaseException")
-        else:
-            outcome = self._completion(job, value)
-        finally:
-            duration = time.monotonic() - started
-            del self._running[job.id]
-            self._slot_free.set()
-            if hard is not None:
-                self.channel.send({"t": "end", "id": str(job.id)})
-        if running.context.cancel_requested and running.stop_reason is not StopReason.LEASE_LOST:
-            # Asked to stop before it ended: the database ends it cancelled
-            # whatever is written, so the logs and metrics say so too.
-            outcome = ("cancel", job, "cancel requested")
-        return outcome, duration
-
-    def _abnormal(self, job: Job, exc: BaseException, why: str) -> _Write:
-        """The failed attempt of a handler that ended in a way a handler
-        should not (an exception that is not an `Exception`, or cannot be
-        printed): logged as an error, recorded like any failure."""
-        text = error_text(exc)
-        log.error(
-            "job.abnormal_error",
-            **self._fields(job),
-            error=text.split("\n", 1)[0],
-            detail=f"{why}: the attempt is counted as failed",
-        )
-        return ("fail", job, text)
+    # --- the jobs' side ------------------------------------------------------
 
     def _report_progress(self, job_id: uuid.UUID, text: str) -> None:
+        """Where a handler's `job.progress` goes: the next renewal writes it."""
         self._progress[job_id] = text
 
-    def _completion(self, job: Job, value: Any) -> _Write:
-        """A returned handler's outcome: complete with its value as JSON, or
-        fail when the value cannot be stored (not JSON, or too large)."""
-        if value is None:
-            return ("complete", job, None)
-        try:
-            text = result_json(value, self.queue.max_result_bytes)
-        except InvalidArgument as exc:
-            return ("fail", job, f"InvalidResult: {exc}")
-        except Exception as exc:  # a value whose encoding raises: its failure too
-            return ("fail", job, f"InvalidResult: {_one_line(exc)}")
-        return ("complete", job, text)
-
-    async def _call(self, handler: Handler, context: JobContext) -> Any:
-        if handler.is_async:
-            return await handler.func(context)
-        assert self._executor is not None
-        ctx = contextvars.copy_context()
-        with self._threads_lock:
-            self._threads_busy += 1
-        return await asyncio.get_running_loop().run_in_executor(
-            self._executor, self._in_thread, ctx, handler.func, context
-        )
-
-    def _in_thread(
-        self, ctx: contextvars.Context, func: Callable[[JobContext], Any], context: JobContext
-    ) -> Any:
-        try:
-            return ctx.run(func, context)
-        except concurrent.futures.CancelledError as exc:
-            raise _Carried(exc) from None  # the loop would take it for its own cancel
-        except Exception:
-            raise
-        except BaseException as exc:
-            # Carried to the loop as an Exception: a GeneratorExit that
-            # crossed an `await` would end the job's task with it.
-            raise _Carried(exc) from None
-        finally:
-            with self._threads_lock:
-                self._threads_busy -= 1
-
-    def _lose(self, job: Job) -> None:
-        """The lease of a job was lost: stop its handler, drop its result."""
-        running = self._running.get(job.id)
-        if running is None or running.task is None:
-            return  # finished already; its buffered outcome reports the loss when written
-        running.stop_reason = StopReason.LEASE_LOST
-        running.task.cancel()
-
-    def _request_cancel(self, job_id: uuid.UUID) -> None:
-        """Someone asked to cancel a job: stop its handler (an async one at
-        its next await; a thread gets `cancel_grace` seconds, then its worker
-        is replaced). Asked again, nothing more happens."""
-        running = self._running.get(job_id)
-        if running is None or running.task is None or running.context.cancel_requested:
-            return  # not running here (finished: the database settles it), or asked already
-        running.context._cancel_requested = True
-        log.info("job.cancel_requested", **self._fields(running.job))
-        if running.handler.is_async:
-            if running.stop_reason is None:
-                running.stop_reason = StopReason.CANCEL
-                running.task.cancel()
-            return
-        loop = asyncio.get_running_loop()
-        loop.call_later(self.cancel_grace, self._cancel_grace_over, running)
-
-    def _cancel_grace_over(self, running: _Running) -> None:
-        """A thread handler ran on `cancel_grace` seconds after its cancel was
-        requested: tell the parent the job is past its hard limit now, so that
-        it replaces this worker and charges that job alone."""
-        if self._running.get(running.job.id) is not running:
-            return  # it returned in time
-        log.warning(
-            "job.cancel_grace_over",
-            **self._fields(running.job),
-            grace=self.cancel_grace,
-            detail="the handler ignored the cancel: its worker is replaced",
-        )
-        self.channel.send({"t": "job", "id": str(running.job.id), "hard": GRACE_KILL_AFTER})
-
     async def _drain(self) -> None:
+        """Give running jobs `shutdown_timeout` (none when fast) to end, then
+        stop the rest: they are released."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + (0.0 if self._fast else self.shutdown_timeout)
         if self._running:
@@ -887,161 +388,6 @@ class Worker:
             log.info("worker.releasing", worker_id=self.worker_id, jobs=len(left))
             await asyncio.gather(*(r.task for r in left if r.task), return_exceptions=True)
 
-    # --- settling -----------------------------------------------------------
-
-    async def _flush_loop(self) -> None:
-        while True:
-            if self._closing and not (self._completed or self._released or self._writes):
-                return
-            await self._flush_wanted.wait()
-            self._flush_wanted.clear()
-            await asyncio.sleep(0)  # gather what this turn of the loop finishes
-            try:
-                await self._flush()
-            except Exception as exc:
-                self._flush_wanted.set()
-                await asyncio.sleep(self._retry_in(Loop.FLUSH, exc))
-            else:
-                if self._failing:
-                    self._recovered(Loop.FLUSH)
-
-    async def _flush(self) -> None:
-        """Write every buffered outcome. On a database error the unwritten
-        part goes back to the buffers and the error is raised."""
-        if self._completed:
-            batch, self._completed = self._completed, []
-            try:
-                lost = await self.queue.complete_many(batch, results=self._results)
-            except BaseException:
-                self._completed[:0] = batch
-                raise
-            self._settled(batch, lost, Outcome.COMPLETED)
-        if self._released:
-            batch, self._released = self._released, []
-            try:
-                lost = await self.queue.release_many(batch)
-            except BaseException:
-                self._released[:0] = batch
-                raise
-            self._settled(batch, lost, Outcome.RELEASED)
-        if self._writes:
-            await self._flush_writes()
-
-    async def _flush_writes(self) -> None:
-        """Write the buffered single outcomes (fail, snooze, cancel...) at once;
-        those that met an error that may pass go back to the buffer."""
-        writes, self._writes = self._writes, []
-        results = await asyncio.gather(*(self._write(*w) for w in writes), return_exceptions=True)
-        retry: list[_Write] = []
-        first: BaseException | None = None
-        for write, result in zip(writes, results, strict=True):
-            if isinstance(result, Exception) and classify(result) is not Fault.PERMANENT:
-                retry.append(write)
-                first = first or result
-            elif isinstance(result, BaseException):
-                # Not the database's state: a bug. Stop holding the job;
-                # the reaper takes it back when its lease expires.
-                self._held.pop(write[1].id, None)
-                self._ran.pop(write[1].id, None)
-                log.error("job.settle_failed", **self._fields(write[1]), error=error_text(result))
-        self._writes[:0] = retry
-        if first is not None:
-            raise first
-
-    async def _write(self, kind: str, job: Job, arg: Any) -> None:
-        try:
-            if kind == "fail":
-                status = await self.queue.fail(job, arg)
-                outcome = Outcome.DEAD if status == JobStatus.DEAD else Outcome.FAILED
-            elif kind == "snooze":
-                await self.queue.snooze(job, arg)
-                outcome = Outcome.SNOOZED
-            else:
-                await self.queue.cancel_held(job, arg)
-                outcome = Outcome.CANCELLED
-        except LeaseLost:
-            self._settle_lost(job)
-            return
-        self._held.pop(job.id, None)
-        self.metrics.job_ended(job.queue, job.job_type, outcome, self._ran.pop(job.id, None))
-        fields = self._fields(job)
-        if kind == "fail":
-            event = f"job.{outcome}"
-            log.warning(event, **fields, error=str(arg).split("\n", 1)[0])
-        elif kind == "snooze":
-            log.info("job.snoozed", **fields, delay=arg)
-        else:
-            log.info("job.cancelled", **fields, reason=arg)
-
-    def _settled(self, batch: list[Job], lost: list[Job], outcome: Outcome) -> None:
-        lost_ids = {j.id for j in lost} if lost else set()
-        job_ended = self.metrics.job_ended
-        held, ran = self._held, self._ran
-        if self._results:
-            for job in batch:
-                self._results.pop(job.id, None)
-        for job in batch:
-            if job.id in lost_ids:
-                self._settle_lost(job)
-            else:
-                held.pop(job.id, None)
-                job_ended(job.queue, job.job_type, outcome, ran.pop(job.id, None))
-        if outcome is Outcome.RELEASED and len(batch) > len(lost):
-            log.info("worker.released", worker_id=self.worker_id, jobs=len(batch) - len(lost))
-
-    def _settle_lost(self, job: Job) -> None:
-        self._held.pop(job.id, None)
-        self._ran.pop(job.id, None)
-        self.metrics.lease_lost()
-        detail = "result dropped: the job is no longer held by this worker"
-        log.warning("job.lease_lost", **self._fields(job), detail=detail)
-
-    # --- leases and the parent ---------------------------------------------
-
-    async def _renew_loop(self) -> None:
-        interval = self.lease / 2
-        cap = max(RETRY_BASE, interval / 4)
-        delay = interval
-        while True:
-            await asyncio.sleep(delay)
-            held = list(self._held.values())
-            delay = interval
-            if not held:
-                if self._failing:  # nothing left to renew: nothing failing either
-                    self._recovered(Loop.RENEW)
-                continue
-            progress = None
-            if self._progress:
-                progress, self._progress = self._progress, {}
-            try:
-                renewal = await self.queue.renew_held(held, lease=self.lease, progress=progress)
-            except Exception as exc:
-                if progress:  # written next time, unless newer progress came in since
-                    self._progress = {**progress, **self._progress}
-                delay = self._retry_in(Loop.RENEW, exc, cap=cap, jobs=len(held))
-                continue
-            if self._failing:
-                self._recovered(Loop.RENEW)
-            for job in renewal.lost:
-                self._lose(job)
-            for job_id in renewal.cancel_requested:
-                self._request_cancel(job_id)
-
-    async def _heartbeat_loop(self) -> None:
-        watching = self.channel.fd is not None
-        while True:
-            unhealthy = self.unhealthy
-            self.channel.send({"t": "hb", "unhealthy": unhealthy} if unhealthy else {"t": "hb"})
-            for message in self.metrics.drain():
-                self.channel.send(message)
-            parent_gone = self._parent_pid is not None and os.getppid() != self._parent_pid
-            if (parent_gone or (watching and self.channel.fd is None)) and not self.stopping:
-                log.warning(
-                    "worker.parent_gone", worker_id=self.worker_id, parent_pid=self._parent_pid
-                )
-                self.stop()
-            await asyncio.sleep(HEARTBEAT_INTERVAL)
-
     def _fields(self, job: Job) -> dict[str, Any]:
         return {
             "job_id": str(job.id),
@@ -1051,34 +397,3 @@ class Worker:
             "correlation_id": job.correlation_id,
             "worker_id": self.worker_id,
         }
-
-
-def _cancelling() -> bool:
-    """Whether the current task was asked to cancel (by `Task.cancel`), as
-    opposed to code it awaited raising `CancelledError` of its own accord."""
-    task = asyncio.current_task()
-    return task is not None and task.cancelling() > 0
-
-
-def _span_outcome(
-    stop_reason: StopReason | None, outcome: _Write | None
-) -> tuple[Outcome, str | None]:
-    """(outcome, error) for an execution's span, as the execution decided it:
-    the metrics' names, with "dead" for a failure that spent the last attempt
-    (the same test the database's fail applies)."""
-    if stop_reason is StopReason.LEASE_LOST:
-        return Outcome.LEASE_LOST, None
-    if outcome is None:
-        return Outcome.RELEASED, None
-    kind, job, arg = outcome
-    if kind == "complete":
-        return Outcome.COMPLETED, None
-    if kind == "fail":
-        spent = job.attempts >= job.max_attempts
-        return (Outcome.DEAD if spent else Outcome.FAILED), str(arg).split("\n", 1)[0]
-    return (Outcome.SNOOZED if kind == "snooze" else Outcome.CANCELLED), None
-
-
-def _one_line(exc: BaseException) -> str:
-    text = _message(exc)
-    return f"{type(exc).__name__}: {text.splitlines()[0]}" if text else type(exc).__name__

@@ -1,4 +1,5 @@
-"""Handlers by job type, and what a handler sees of its job.
+"""Handlers by job type: the `Registry` an app fills, and `load_app`, which
+imports it.
 
     registry = Registry()
 
@@ -14,43 +15,32 @@ returns (JSON) is stored as the job's result; raising means this attempt failed.
 `@registry.task` registers a function with typed arguments instead of a raw
 handler: see `jobvisor.tasks`.
 
-A job cancelled while it runs (`queue.cancel(id)`): an `async def` handler
-gets `asyncio.CancelledError` at its next await; a plain function sees
-`job.cancel_requested` turn true and should return soon (or call
-`job.raise_if_cancelled()`), else its worker is replaced after
-`JOBVISOR_CANCEL_GRACE` seconds.
-
-A handler that wants its job to run again later, without counting this
-attempt, calls `job.snooze(seconds)`; one that gives the job up for good calls
-`job.cancel(reason)`. Both raise (`Snooze`, `Cancel`), so nothing after the
-call runs; a handler may also raise those exceptions itself.
+What a handler is and sees of its job (`Handler`, `JobContext`, `Snooze`,
+`Cancel`): see `jobvisor.worker.handler`.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import datetime as dt
 import importlib
 import inspect
-import uuid
-from collections.abc import Awaitable, Callable, Iterator
-from typing import TYPE_CHECKING, Any, NoReturn, ParamSpec, TypeVar, overload
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar, overload
 
 from ..queue import validate
 from ..queue.errors import InvalidArgument, JobvisorError
 from ..queue.model import (
     DEFAULT_QUEUE,
-    Job,
     Limit,
     LimitScope,
     LimitSource,
     OnConflict,
     RetryPolicy,
     Unique,
-    progress_json,
 )
 from ..schedules import InvalidSchedule, ScheduleSpec
 from ..tasks import Task, queue_types
+from .handler import Handler, HandlerFunc
 
 if TYPE_CHECKING:
     from ..queue.api import AsyncQueue, Queue
@@ -59,40 +49,6 @@ F = TypeVar("F", bound=Callable[..., Any])
 P = ParamSpec("P")
 R = TypeVar("R")
 Q = TypeVar("Q", "Queue", "AsyncQueue")
-
-HandlerFunc = Callable[["JobContext"], Awaitable[Any]] | Callable[["JobContext"], Any]
-
-
-class Snooze(Exception):
-    """Raised by a handler: run this job again after `delay` seconds; the
-    attempt is given back (the job did not fail, it asked to wait)."""
-
-    def __init__(self, delay: float | dt.timedelta) -> None:
-        self.delay = validate.seconds("snooze delay", delay, high=validate.MAX_DELAY)
-        super().__init__(f"snoozed for {self.delay:g}s")
-
-
-class Cancel(Exception):
-    """Raised by a handler: give this job up for good (status `cancelled`,
-    never retried); `reason` is kept as the job's last error."""
-
-    def __init__(self, reason: str = "cancelled by its handler") -> None:
-        if not isinstance(reason, str) or not reason:
-            raise InvalidArgument(f"cancel reason={reason!r}: expected a non-empty string")
-        self.reason = reason
-        super().__init__(reason)
-
-
-class AttemptFailed(Exception):
-    """Raised by a handler that writes its own account of a failed attempt:
-    the attempt failed, and `record` is kept as the job's error as it is,
-    instead of the exception's name and innermost frames (a framework's
-    runner keeps the traceback its framework hands on). Its first line
-    should name the error: every jobvisor tool shows that line."""
-
-    def __init__(self, record: str) -> None:
-        self.record = record
-        super().__init__(record.split("\n", 1)[0])
 
 
 class InvalidLimit(InvalidArgument):
@@ -127,122 +83,10 @@ def _declared_limit(
     )
 
 
-class JobContext:
-    """The job as its handler sees it: read-only fields, and `snooze`/`cancel`/`progress`."""
-
-    __slots__ = ("_cancel_requested", "_report", "job", "worker_id")
-
-    def __init__(
-        self,
-        job: Job,
-        worker_id: str,
-        report: Callable[[uuid.UUID, str], None] | None = None,
-    ) -> None:
-        self.job = job
-        self.worker_id = worker_id
-        self._report = report  # where progress goes: the worker's next lease renewal
-        self._cancel_requested = False  # set by the worker's loop, read by the handler
-
-    @property
-    def cancel_requested(self) -> bool:
-        """True once someone asked to cancel this job (`queue.cancel`): stop soon."""
-        return self._cancel_requested
-
-    def raise_if_cancelled(self) -> None:
-        """Raise `Cancel` if this job's cancel was requested: the job ends
-        `cancelled`, keeping the request's text as its last error."""
-        if self._cancel_requested:
-            raise Cancel("cancel requested")
-
-    @property
-    def id(self) -> uuid.UUID:
-        return self.job.id
-
-    @property
-    def job_type(self) -> str:
-        return self.job.job_type
-
-    @property
-    def queue(self) -> str:
-        return self.job.queue
-
-    @property
-    def payload(self) -> Any:
-        return self.job.payload
-
-    @property
-    def attempt(self) -> int:
-        """This attempt's number, from 1."""
-        return self.job.attempts
-
-    @property
-    def max_attempts(self) -> int:
-        return self.job.max_attempts
-
-    @property
-    def correlation_id(self) -> str | None:
-        return self.job.correlation_id
-
-    def snooze(self, delay: float | dt.timedelta) -> NoReturn:
-        """Run again after `delay`, this attempt not counted. Does not return."""
-        raise Snooze(delay)
-
-    def progress(self, fraction: float, note: str | None = None) -> None:
-        """Report how far the job has come: `fraction` 0.0..1.0 and an
-        optional short `note`. Kept in memory and written with the worker's
-        next lease renewal (no statement of its own, so call it as often as
-        you like); `queue.get(id).progress` shows the latest written.
-        `InvalidArgument` for a fraction or note out of bounds."""
-        text = progress_json(fraction, note)
-        if self._report is not None:
-            self._report(self.job.id, text)
-
-    def cancel(self, reason: str = "cancelled by its handler") -> NoReturn:
-        """Give the job up for good. Does not return."""
-        raise Cancel(reason)
-
-    def __repr__(self) -> str:
-        return f"JobContext(id={self.id}, job_type={self.job_type!r}, attempt={self.attempt})"
-
-
 def _optional_seconds(name: str, value: float | None) -> float | None:
     if value is None:
         return None
     return validate.seconds(name, value, positive=True, high=validate.MAX_INTERVAL)
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class Handler:
-    """One registered handler and its options.
-
-    `timeout`: the worker fails an attempt that runs longer (an async handler
-    is cancelled; a thread is abandoned, its result ignored).
-    `hard_timeout`: the supervisor kills the whole worker if the attempt runs
-    longer, the only way to stop blocking code; the job is then requeued or
-    dead as its attempts allow.
-    `max_attempts`: the default `max_attempts` of jobs built with
-    `Registry.job` (the queue stores a job's attempts when it is enqueued).
-    `retry`: the backoff between this type's attempts (`Registry.retry_policies`).
-    `limit`: the type's fleet-wide limits (`concurrency`: running jobs across
-    every host; `key_concurrency`: per `concurrency_key`; `rate`: starts per
-    second, minute or hour, "100/s"; `key_rate`: such a rate per
-    `concurrency_key`, each key with a bucket of its own; a job without a
-    key counts toward neither key limit), written to the database at each
-    worker's boot; None when it declares none.
-    `unique`, `on_conflict`: the defaults of jobs built with `Registry.job`
-    (see `jobvisor.Unique`): at most one job of the type per key.
-    """
-
-    job_type: str
-    func: HandlerFunc
-    is_async: bool
-    timeout: float | None = None
-    hard_timeout: float | None = None
-    max_attempts: int | None = None
-    retry: RetryPolicy | None = None
-    limit: Limit | None = None
-    unique: Unique | None = None
-    on_conflict: OnConflict | None = None
 
 
 class Registry:

@@ -45,7 +45,8 @@ from django.utils import timezone
 from ...queue import validate
 from ...queue.errors import InvalidArgument
 from ...queue.ops import result_json
-from ...worker.registry import AttemptFailed, Handler, JobContext, Registry
+from ...worker.handler import AttemptFailed, Handler, JobContext
+from ...worker.registry import Registry
 from .backend import JobvisorBackend
 from .compat import (
     TaskContext,
