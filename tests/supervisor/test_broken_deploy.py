@@ -18,7 +18,7 @@ from tests.invariants import assert_invariants
 from .helpers import ROOT, Service, by_status, http_get, is_alive, wait_until
 
 GOOD_APP = '''
-from jobvisor.worker.registry import JobContext, Registry
+from jobvisor.worker import JobContext, Registry
 
 registry = Registry()
 
