@@ -805,7 +805,10 @@ def cmd_cleanup(args: argparse.Namespace, config: Config) -> int:
         }
     with _queue(config) as q:
         deleted = q.cleanup(older_than)
+        batches = q.batch_cleanup(older_than)
     print(f"deleted {deleted} finished job{'s' if deleted != 1 else ''}")
+    if batches:
+        print(f"deleted {batches} finished batch{'es' if batches != 1 else ''} with their jobs")
     return EXIT_OK
 
 
