@@ -3,6 +3,8 @@ service that runs the jobs."""
 
 from .queue import (
     AsyncQueue,
+    BatchFinished,
+    BatchNotFound,
     InvalidArgument,
     Job,
     JobNotFound,
@@ -28,6 +30,8 @@ __version__ = "0.1.0"
 
 __all__ = [
     "AsyncQueue",
+    "BatchFinished",
+    "BatchNotFound",
     "Cancel",
     "InvalidArgument",
     "Job",

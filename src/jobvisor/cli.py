@@ -478,6 +478,38 @@ def cmd_show(args: argparse.Namespace, config: Config) -> int:
     return EXIT_OK
 
 
+def cmd_batch_show(args: argparse.Namespace, config: Config) -> int:
+    """One batch: its members' counts by status, closed and finished, and its
+    callbacks' job ids (read their results with `Queue.batch_results`)."""
+    with _queue(config) as q:
+        batch = q.get_batch(args.id)
+    data = {
+        "id": str(batch.id),
+        "closed": batch.closed,
+        "finished": batch.finished,
+        "total": batch.total,
+        "unfinished": batch.unfinished,
+        "counts": dict(batch.counts),
+        "callbacks": {kind: str(job_id) for kind, job_id in batch.callbacks.items()},
+        "meta": batch.meta,
+        "created_at": batch.created_at,
+        "closed_at": batch.closed_at,
+        "finished_at": batch.finished_at,
+    }
+    if args.json:
+        _print_json(data)
+        return EXIT_OK
+    state = "finished" if batch.finished else "closed" if batch.closed else "open"
+    print(f"batch {batch.id}: {state}, {batch.total} members, {batch.unfinished} unfinished")
+    for status, count in batch.counts.items():
+        print(f"  {status + ':':<12}{count}")
+    for kind, job_id in batch.callbacks.items():
+        print(f"  on_{kind + ':':<9} {job_id}")
+    if batch.meta is not None:
+        print(f"  meta:       {json.dumps(batch.meta, sort_keys=True)}")
+    return EXIT_OK
+
+
 _SHOWN_APART = ("last_error", "payload", "result", "progress", "errors")
 
 
@@ -784,7 +816,10 @@ def cmd_cleanup(args: argparse.Namespace, config: Config) -> int:
         }
     with _queue(config) as q:
         deleted = q.cleanup(older_than)
+        batches = q.batch_cleanup(older_than)
     print(f"deleted {deleted} finished job{'s' if deleted != 1 else ''}")
+    if batches:
+        print(f"deleted {batches} finished batch{'es' if batches != 1 else ''} with their jobs")
     return EXIT_OK
 
 
@@ -1027,6 +1062,18 @@ def build_parser() -> argparse.ArgumentParser:
     _database_flag(show)
     show.add_argument("id", metavar="ID")
     show.add_argument("--json", action="store_true", help="a JSON object")
+
+    batch = command("batch", "inspect a batch (`Queue.batch`)", _no_op)
+    batch_commands = batch.add_subparsers(
+        dest="batch_command", metavar="ACTION", parser_class=_Parser
+    )
+    batch_commands.required = True
+    batch_show = _subcommand(
+        batch_commands, "show", "one batch: counts by status, finished, callbacks", cmd_batch_show
+    )
+    _database_flag(batch_show)
+    batch_show.add_argument("id", metavar="ID")
+    batch_show.add_argument("--json", action="store_true", help="a JSON object")
 
     queue = command("queue", "list queues, pause or resume one, limit one", _no_op)
     queue_commands = queue.add_subparsers(

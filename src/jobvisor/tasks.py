@@ -11,6 +11,8 @@
     send_email.with_options(delay=60, priority=5).enqueue(to=..., subject=...)
     send_email.enqueue_many([send_email.args(to=a, subject="hi") for a in people])
     send_email("ada@example.org", "hi")        # a plain call: runs the function here
+    with queue.batch(on_finish=report) as b:   # members of a batch: task calls
+        b.enqueue(send_email.args(to="ada@example.org", subject="hi"))
 
 A task's `enqueue` has its function's own signature (through `ParamSpec`), so
 a type checker rejects a wrong argument name or type. The arguments are

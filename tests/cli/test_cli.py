@@ -574,3 +574,28 @@ def test_dead_show_prints_the_error_history(cli: Cli, db: Queue) -> None:
     shown = cli.ok("dead", "show", str(dead))
     assert "errors (1 kept):" in shown
     assert "attempt 1 at " in shown
+
+
+def test_batch_show_prints_counts_and_callbacks(cli: Cli, db: Queue) -> None:
+    with db.batch(on_finish="report", on_failure="alert", meta={"run": 3}) as b:
+        b.enqueue("member", {"n": 1}, max_attempts=1)
+        b.enqueue("member", {"n": 2})
+    open_batch = cli.ok("batch", "show", str(b.id))
+    assert f"batch {b.id}: closed, 2 members, 2 unfinished" in open_batch
+    for job in db.claim("w", job_types=["member"], limit=2):
+        if job.payload["n"] == 1:
+            db.fail(job, "boom")
+        else:
+            db.complete(job)
+    shown = cli.ok("batch", "show", str(b.id))
+    assert f"batch {b.id}: finished, 2 members, 0 unfinished" in shown
+    assert "completed:  1" in shown and "dead:       1" in shown
+    data = json.loads(cli.ok("batch", "show", str(b.id), "--json"))
+    assert data["counts"] == {"completed": 1, "dead": 1}
+    assert set(data["callbacks"]) == {"finish", "failure"}
+    assert data["meta"] == {"run": 3}
+    assert db.get(data["callbacks"]["finish"]).job_type == "report"
+
+    missing = cli("batch", "show", str(uuid.uuid4()))
+    assert missing.code == 1 and "not found" in missing.err
+    assert cli("batch", "show", "not-a-uuid").code == 2

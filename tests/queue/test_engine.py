@@ -17,7 +17,16 @@ import psycopg
 import pytest
 
 import jobvisor
-from jobvisor.queue import api, browse, ops, sql_postgres, sql_sqlite, web_sessions
+from jobvisor.queue import (
+    api,
+    batch_sql,
+    batches,
+    browse,
+    ops,
+    sql_postgres,
+    sql_sqlite,
+    web_sessions,
+)
 from jobvisor.queue.errors import (
     DatabaseError,
     DatabaseRefused,
@@ -209,7 +218,12 @@ def test_the_sync_and_async_faces_have_the_same_methods(sync: type, async_: type
         assert op is getattr(twin, "__wrapped__", None), f"{name}: bound to different operations"
         if op is not None:
             assert inspect.iscoroutinefunction(twin), f"AsyncQueue.{name} is not a coroutine"
-            assert op.__module__ in (ops.__name__, browse.__name__, web_sessions.__name__)
+            assert op.__module__ in (
+                ops.__name__,
+                browse.__name__,
+                web_sessions.__name__,
+                batches.__name__,
+            )
 
 
 def test_the_crash_requeue_keeps_its_former_name() -> None:
@@ -252,6 +266,16 @@ def test_both_engines_define_the_same_statements() -> None:
         return {n for n in vars(module) if n.isupper() and not n.startswith("_")}
 
     assert names(sql_postgres) - {"NOTIFY_CHANNEL", "LISTEN"} == names(sql_sqlite)
+    assert names(batch_sql.Postgres) == names(batch_sql.Sqlite)
+
+
+def test_batch_statements_are_literals() -> None:
+    tree = ast.parse(Path(str(batch_sql.__file__)).read_text())
+    for node in ast.walk(tree):
+        if isinstance(node, ast.AnnAssign) and node.value is not None:
+            for part in ast.walk(node.value):
+                allowed = ast.Constant | ast.BinOp | ast.Add | ast.Name | ast.Load | ast.Tuple
+                assert isinstance(part, allowed), f"batch_sql:{node.lineno}: {type(part).__name__}"
 
 
 def test_only_the_queue_imports_a_driver() -> None:

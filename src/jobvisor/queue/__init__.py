@@ -1,8 +1,11 @@
 """The durable queue: jobs as rows in PostgreSQL or SQLite."""
 
 from .api import AsyncQueue, Queue, connect, connect_async
+from .batches import BatchPage, BatchStatus
 from .correlation import correlation_scope, current_correlation_id
 from .errors import (
+    BatchFinished,
+    BatchNotFound,
     DatabaseError,
     DatabaseRefused,
     DatabaseUnavailable,
@@ -36,6 +39,10 @@ from .redact import redact_url
 
 __all__ = [
     "AsyncQueue",
+    "BatchFinished",
+    "BatchNotFound",
+    "BatchPage",
+    "BatchStatus",
     "Cancelled",
     "DatabaseError",
     "DatabaseRefused",

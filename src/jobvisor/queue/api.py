@@ -16,7 +16,8 @@ import uuid
 from collections.abc import AsyncGenerator, Awaitable, Callable, Iterable, Mapping
 from typing import Any, Concatenate, ParamSpec, TypeVar
 
-from . import browse, notices, ops, validate, web_sessions
+from . import batches, browse, notices, ops, validate, web_sessions
+from .batch_scope import AsyncOpenBatch, OpenBatch
 from .engine import (
     POSTGRES,
     SQLITE,
@@ -232,6 +233,30 @@ class Queue(_SyncBound):
     web_session_alive = _sync(web_sessions.web_session_alive)
     web_session_end = _sync(web_sessions.web_session_end)
 
+    batch_add = _sync(batches.batch_add)
+    batch_add_many = _sync(batches.batch_add_many)
+    batch_close = _sync(batches.batch_close)
+    get_batch = _sync(batches.get_batch)
+    batch_results = _sync(batches.batch_results)
+    batch_sweep = _sync(batches.batch_sweep)
+    batch_cleanup = _sync(batches.batch_cleanup)
+
+    def batch(
+        self,
+        *,
+        on_success: Any = None,
+        on_failure: Any = None,
+        on_finish: Any = None,
+        meta: Mapping[str, Any] | None = None,
+    ) -> OpenBatch:
+        """A batch for a `with` block: opened as the block starts, closed as
+        it ends (also when it raises); `b.enqueue(...)` adds members. See
+        `batches.batch_open` for the callbacks; they are checked here."""
+        opening = batches.batch_open(
+            self._ctx, on_success=on_success, on_failure=on_failure, on_finish=on_finish, meta=meta
+        )
+        return OpenBatch(self._runner, self._ctx, opening)
+
     def wait(self, job_id: uuid.UUID | str, timeout: float | dt.timedelta | None = None) -> Job:
         """Block until the job is terminal (completed, dead or cancelled) and
         return it, as `get` reads it; `TimeoutError` if it is not after
@@ -352,6 +377,28 @@ class AsyncQueue(_AsyncBound):
     web_session_start = _async(web_sessions.web_session_start)
     web_session_alive = _async(web_sessions.web_session_alive)
     web_session_end = _async(web_sessions.web_session_end)
+
+    batch_add = _async(batches.batch_add)
+    batch_add_many = _async(batches.batch_add_many)
+    batch_close = _async(batches.batch_close)
+    get_batch = _async(batches.get_batch)
+    batch_results = _async(batches.batch_results)
+    batch_sweep = _async(batches.batch_sweep)
+    batch_cleanup = _async(batches.batch_cleanup)
+
+    def batch(
+        self,
+        *,
+        on_success: Any = None,
+        on_failure: Any = None,
+        on_finish: Any = None,
+        meta: Mapping[str, Any] | None = None,
+    ) -> AsyncOpenBatch:
+        """`Queue.batch` for asyncio code: `async with queue.batch(...) as b`."""
+        opening = batches.batch_open(
+            self._ctx, on_success=on_success, on_failure=on_failure, on_finish=on_finish, meta=meta
+        )
+        return AsyncOpenBatch(self._runner, self._ctx, opening)
 
     async def wait(
         self,

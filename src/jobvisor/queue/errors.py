@@ -65,3 +65,23 @@ class LeaseLost(JobvisorError):
 
 class MissingCorrelationId(JobvisorError):
     """The queue requires a correlation id and the enqueue had none."""
+
+
+class BatchNotFound(JobvisorError, LookupError):
+    """No batch with this id exists (it may have passed its retention)."""
+
+    def __init__(self, batch_id: uuid.UUID | str) -> None:
+        self.batch_id = batch_id
+        super().__init__(f"batch {batch_id} not found")
+
+
+class BatchFinished(InvalidArgument):
+    """A job was added to a batch that has finished (its callbacks are
+    enqueued); nothing was written."""
+
+    def __init__(self, batch_id: uuid.UUID | str) -> None:
+        self.batch_id = batch_id
+        super().__init__(
+            f"batch {batch_id} has finished: expected a batch whose callbacks are not "
+            "enqueued yet (open a new batch for more jobs)"
+        )

@@ -87,6 +87,12 @@ class Job:
     def attempts_left(self) -> int:
         return self.max_attempts - self.attempts
 
+    @property
+    def batch_id(self) -> uuid.UUID | None:
+        """The batch this job is a member of (see `Queue.batch`), or None."""
+        batch = self.meta.get("batch") if self.meta else None
+        return uuid.UUID(batch) if isinstance(batch, str) else None
+
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class RetryPolicy:

@@ -1117,7 +1117,26 @@ def cleanup(
     """Delete terminal jobs finished more than `older_than` ago, in batches of
     `batch_size` (each its own transaction, so no long lock). `older_than` is one
     age for every terminal status or a mapping per status (a status left out, or
-    mapped to None, is kept). Returns how many were deleted."""
+    mapped to None, is kept). Returns how many were deleted. The jobs of a
+    batch are left to `batch_cleanup`, which removes a batch whole."""
+    ages = retention_ages(older_than)
+    _check_batch_size(batch_size)
+    sql = ctx.dialect.sql.JOB_DELETE_FINISHED
+    now = ctx.now()
+
+    def steps() -> Steps[int]:
+        total = 0
+        for status, age in ages.items():
+            params = {"status": status.value, "age": age, "limit": batch_size, "now": now}
+            total += yield from _delete_in_batches(sql, params, batch_size)
+        return total
+
+    return Plan(steps(), transaction=False)
+
+
+def retention_ages(older_than: Retention) -> dict[JobStatus, float]:
+    """The retention in seconds of each terminal status kept for a while
+    (a status absent is kept for ever); `InvalidArgument` for a bad one."""
     if isinstance(older_than, Mapping):
         ages: dict[JobStatus, float] = {}
         for key, value in older_than.items():
@@ -1137,18 +1156,7 @@ def cleanup(
     else:
         age = validate.seconds("older_than", older_than, high=validate.MAX_DELAY)
         ages = {s: age for s in sorted(TERMINAL)}
-    _check_batch_size(batch_size)
-    sql = ctx.dialect.sql.JOB_DELETE_FINISHED
-    now = ctx.now()
-
-    def steps() -> Steps[int]:
-        total = 0
-        for status, age in ages.items():
-            params = {"status": status.value, "age": age, "limit": batch_size, "now": now}
-            total += yield from _delete_in_batches(sql, params, batch_size)
-        return total
-
-    return Plan(steps(), transaction=False)
+    return ages
 
 
 def _check_batch_size(batch_size: int) -> None:

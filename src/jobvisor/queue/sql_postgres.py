@@ -591,9 +591,10 @@ JOB_REQUEUE_CRASHED: Final[LiteralString] = (
 )
 
 JOB_DELETE_FINISHED: Final[LiteralString] = (
-    # One batch of terminal jobs of one status finished more than `age` seconds ago.
+    # One batch of terminal jobs of one status finished more than `age` seconds
+    # ago, outside batches (a batch goes whole, see `batches.batch_cleanup`).
     "DELETE FROM jobvisor_jobs WHERE id IN ("
-    " SELECT id FROM jobvisor_jobs WHERE status = %(status)s"
+    " SELECT id FROM jobvisor_jobs WHERE status = %(status)s AND batch_id IS NULL"
     "   AND finished_at < %(now)s::timestamptz - %(age)s::float8"
     "   * interval '1 second'"
     " LIMIT %(limit)s FOR UPDATE SKIP LOCKED)"

@@ -531,9 +531,10 @@ JOB_REQUEUE_CRASHED: Final[LiteralString] = (
 )
 
 JOB_DELETE_FINISHED: Final[LiteralString] = (
-    # One batch of terminal jobs of one status finished more than `age` seconds ago.
+    # One batch of terminal jobs of one status finished more than `age` seconds
+    # ago, outside batches (a batch goes whole, see `batches.batch_cleanup`).
     "DELETE FROM jobvisor_jobs WHERE id IN ("
-    " SELECT id FROM jobvisor_jobs WHERE status = :status"
+    " SELECT id FROM jobvisor_jobs WHERE status = :status AND batch_id IS NULL"
     "   AND finished_at < :now - :age"
     " LIMIT :limit)"
 )

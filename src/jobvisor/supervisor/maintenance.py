@@ -90,8 +90,9 @@ class CleanerConfig:
 
 
 class Cleaner:
-    """Deletes terminal jobs past their status's retention, in batches, and
-    the key rate buckets that have refilled (`prune_key_buckets`)."""
+    """Deletes terminal jobs past their status's retention, in batches, the
+    batches (`Queue.batch`) whose every job is past it, whole, and the key
+    rate buckets that have refilled (`prune_key_buckets`)."""
 
     name = "cleaner"
 
@@ -106,9 +107,39 @@ class Cleaner:
         count = await self.queue.cleanup(self.config.retention)
         if count:
             log.info("maintenance.jobs_deleted", count=count)
+        batches = await self.queue.batch_cleanup(self.config.retention)
+        if batches:
+            log.info("maintenance.batches_deleted", count=batches)
         buckets = await self.queue.prune_key_buckets()
         if buckets:
             log.debug("maintenance.key_buckets_pruned", count=buckets)
+        return count
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class BatchSweeperConfig:
+    interval: float
+
+
+class BatchSweeper:
+    """The safety net of batches: a closed batch with no unfinished member
+    whose callbacks were never enqueued gets them (`Queue.batch_sweep`). The
+    statement that finishes a batch's last member enqueues them itself, so a
+    batch found here means something went wrong: it is logged as a warning."""
+
+    name = "batch_sweeper"
+
+    def __init__(self, queue: AsyncQueue, config: BatchSweeperConfig) -> None:
+        self.queue, self.config = queue, config
+
+    @property
+    def interval(self) -> float:
+        return self.config.interval
+
+    async def run_once(self) -> int:
+        count = await self.queue.batch_sweep()
+        if count:
+            log.warning("maintenance.batches_swept", count=count)
         return count
 
 

@@ -23,6 +23,8 @@ from ..queue.model import JobStatus, Summary, XminHolder
 from ..queue.redact import redact_text
 from . import decisions
 from .maintenance import (
+    BatchSweeper,
+    BatchSweeperConfig,
     Cleaner,
     CleanerConfig,
     Leadership,
@@ -88,6 +90,7 @@ def start_maintenance(
     services = (
         LeaseReaper(queue, ReaperConfig(config.reap_interval), on_reaped=metrics.record_reaped),
         Cleaner(queue, CleanerConfig(config.cleanup_interval, retention)),
+        BatchSweeper(queue, BatchSweeperConfig(config.cleanup_interval)),
         SummaryLogger(queue, SummaryConfig(config.summary_interval), on_summary=on_summary),
         Scheduler(queue, declared, on_fired=metrics.record_schedule_fired),
     )

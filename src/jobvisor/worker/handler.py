@@ -89,6 +89,12 @@ class JobContext:
         return self.job.queue
 
     @property
+    def batch_id(self) -> uuid.UUID | None:
+        """The batch this job is a member of, or None: a member may add more
+        to it with `queue.batch_add(job.batch_id, ...)` while it runs."""
+        return self.job.batch_id
+
+    @property
     def payload(self) -> Any:
         return self.job.payload
 
