@@ -68,12 +68,12 @@ def test_every_command_has_help() -> None:
     names = {p[0] for p in command_paths() if p}
     assert names == {
         "run", "migrate", "enqueue", "status", "show", "dead", "cancel", "cleanup", "config",
-        "version", "queue", "schedules", "web",
+        "version", "queue", "schedules", "web", "batch",
     }  # fmt: skip
     assert {tuple(p) for p in command_paths() if len(p) == 2} == {
         ("dead", "list"), ("dead", "show"), ("dead", "requeue"), ("dead", "discard"),
         ("queue", "list"), ("queue", "pause"), ("queue", "resume"), ("queue", "limit"),
-        ("queue", "limits"), ("schedules", "run"),
+        ("queue", "limits"), ("schedules", "run"), ("batch", "show"),
     }  # fmt: skip
 
 
