@@ -10,7 +10,7 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.jobvisor-installed
-CHECKED := src tests bench examples
+CHECKED := src tests bench examples tools
 PYTEST_ARGS ?=
 BENCH_ARGS ?=
 

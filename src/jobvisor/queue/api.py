@@ -17,22 +17,19 @@ from collections.abc import AsyncGenerator, Awaitable, Callable, Iterable, Mappi
 from typing import Any, Concatenate, ParamSpec, TypeVar
 
 from . import browse, notices, ops, validate
-from .engine import (
-    POSTGRES,
-    SQLITE,
-    AsyncPostgresRunner,
-    AsyncRunner,
-    AsyncSqliteRunner,
-    BorrowedRunner,
-    Plan,
-    PostgresRunner,
-    SqliteRunner,
-    SyncRunner,
-    check_conninfo,
-)
+from .drivers.borrowed import BorrowedRunner
+from .drivers.postgres.dialect import POSTGRES
+from .drivers.postgres.errors import check_conninfo
+from .drivers.postgres.notify import listen_postgres
+from .drivers.postgres.runner import PostgresRunner
+from .drivers.postgres.runner_async import AsyncPostgresRunner
+from .drivers.sqlite.dialect import SQLITE
+from .drivers.sqlite.notify import poll_sqlite
+from .drivers.sqlite.runner import AsyncSqliteRunner, SqliteRunner
 from .errors import InvalidArgument
 from .model import DEFAULT_RETRY, Job, RetryPolicy
 from .notices import Notice
+from .plan import AsyncRunner, Plan, SyncRunner
 from .redact import redact_text, redact_url, remember_secrets
 
 P = ParamSpec("P")
@@ -405,10 +402,10 @@ class AsyncQueue(_AsyncBound):
         closes with it."""
         names = ops.queue_names("queues", queues)
         if not self._ctx.dialect.notifies:
-            return notices.poll_sqlite(self._runner.target, names)
+            return poll_sqlite(self._runner.target, names)
         if self._listen is None:
             return notices.poll_unheard(notices.UNHEARD_POLL)
-        return notices.listen_postgres(self._listen, names)
+        return listen_postgres(self._listen, names)
 
     async def close(self) -> None:
         await self._waiters.close()

@@ -32,10 +32,10 @@ from typing import Any, Final
 
 from . import validate
 from .correlation import job_of_correlation, own_correlation_id
-from .engine import Dialect, Plan, Steps, Stmt
 from .errors import InvalidArgument
 from .model import UTC, JobStatus, LimitScope
 from .ops import Ctx, limit_from_row
+from .plan import Dialect, Plan, Steps, Stmt
 
 COUNT_CAP: Final = 1_000  # jobs counted exactly per status before sampling
 SAMPLE_ROWS: Final = 10_000  # about how many rows a sampled count reads

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import enum
 import uuid
 
 from .redact import redact_text
@@ -65,3 +66,11 @@ class LeaseLost(JobvisorError):
 
 class MissingCorrelationId(JobvisorError):
     """The queue requires a correlation id and the enqueue had none."""
+
+
+class Fault(enum.StrEnum):
+    """What an error from the database means for a retry (see `queue.faults`)."""
+
+    UNREACHABLE = "unreachable"
+    MAY_PASS = "may_pass"
+    PERMANENT = "permanent"
