@@ -1,6 +1,6 @@
 """Wake-ups from the queue: what `AsyncQueue.notifications()` yields.
 
-Every notice travels on one PostgreSQL channel (`sql_postgres.NOTIFY_CHANNEL`).
+Every notice travels on one PostgreSQL channel (`drivers.postgres.sql.NOTIFY_CHANNEL`).
 A new job's notice is the bare queue name, the smallest payload for the most
 frequent notice (and the one every deployed worker understands); any other
 kind is a JSON object `{"kind": …, "queue": …, "id": …}` that may carry more
