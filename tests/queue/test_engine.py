@@ -17,7 +17,7 @@ import psycopg
 import pytest
 
 import jobvisor
-from jobvisor.queue import api, browse, ops
+from jobvisor.queue import api, browse, internal, ops
 from jobvisor.queue.drivers.postgres import sql as sql_postgres
 from jobvisor.queue.drivers.sqlite import sql as sql_sqlite
 from jobvisor.queue.errors import (
@@ -200,7 +200,13 @@ def _public(cls: type) -> dict[str, Any]:
 
 
 @pytest.mark.parametrize(
-    ("sync", "async_"), [(api.Queue, api.AsyncQueue), (api.DeadJobs, api.AsyncDeadJobs)]
+    ("sync", "async_"),
+    [
+        (api.Queue, api.AsyncQueue),
+        (api.DeadJobs, api.AsyncDeadJobs),
+        (internal.ServiceOps, internal.AsyncServiceOps),
+        (internal.DashboardOps, internal.AsyncDashboardOps),
+    ],
 )
 def test_the_sync_and_async_faces_have_the_same_methods(sync: type, async_: type) -> None:
     sync_methods, async_methods = _public(sync), _public(async_)
@@ -212,6 +218,13 @@ def test_the_sync_and_async_faces_have_the_same_methods(sync: type, async_: type
         if op is not None:
             assert inspect.iscoroutinefunction(twin), f"AsyncQueue.{name} is not a coroutine"
             assert op.__module__.startswith(ops.__name__ + ".") or op.__module__ == browse.__name__
+
+
+def test_the_service_and_dashboard_operations_are_not_on_the_public_queue() -> None:
+    internal_only = set(_public(internal.ServiceOps)) | set(_public(internal.DashboardOps))
+    assert internal_only
+    for face in (api.Queue, api.AsyncQueue):
+        assert not internal_only & set(_public(face))
 
 
 def test_the_crash_requeue_keeps_its_former_name() -> None:

@@ -72,6 +72,7 @@ from ..queue.api import AsyncQueue
 from ..queue.correlation import correlation_id_var
 from ..queue.errors import InvalidArgument, LeaseLost
 from ..queue.faults import Fault, classify
+from ..queue.internal import service_ops
 from ..queue.model import Job, JobStatus
 from ..queue.notices import NoticeKind
 from ..queue.ops import result_json
@@ -937,7 +938,9 @@ class Worker:
             if self._progress:
                 progress, self._progress = self._progress, {}
             try:
-                renewal = await self.queue.renew_held(held, lease=self.lease, progress=progress)
+                renewal = await service_ops(self.queue).renew_held(
+                    held, lease=self.lease, progress=progress
+                )
             except Exception as exc:
                 if progress:  # written next time, unless newer progress came in since
                     self._progress = {**progress, **self._progress}
