@@ -18,11 +18,12 @@ import pytest
 import jobvisor
 from jobvisor import AsyncQueue, JobStatus, Queue
 from jobvisor.queue import browse
-from jobvisor.queue.browse import Count, SupervisorBeat
+from jobvisor.queue.browse import Count
 from jobvisor.queue.drivers.postgres import sql as sql_postgres
 from jobvisor.queue.drivers.postgres.session import PG_SESSION_SETUP
 from jobvisor.queue.drivers.sqlite import sql as sql_sqlite
 from jobvisor.queue.errors import InvalidArgument
+from jobvisor.queue.fleet import SupervisorBeat
 from jobvisor.queue.internal import dashboard_ops, service_ops
 from tests.conftest import run_with
 from tests.queue.helpers import Clock

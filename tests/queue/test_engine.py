@@ -17,7 +17,7 @@ import psycopg
 import pytest
 
 import jobvisor
-from jobvisor.queue import api, browse, internal, ops
+from jobvisor.queue import api, browse, fleet, internal, ops
 from jobvisor.queue.drivers.postgres import sql as sql_postgres
 from jobvisor.queue.drivers.sqlite import sql as sql_sqlite
 from jobvisor.queue.errors import (
@@ -217,7 +217,10 @@ def test_the_sync_and_async_faces_have_the_same_methods(sync: type, async_: type
         assert op is getattr(twin, "__wrapped__", None), f"{name}: bound to different operations"
         if op is not None:
             assert inspect.iscoroutinefunction(twin), f"AsyncQueue.{name} is not a coroutine"
-            assert op.__module__.startswith(ops.__name__ + ".") or op.__module__ == browse.__name__
+            assert op.__module__.startswith(ops.__name__ + ".") or op.__module__ in (
+                browse.__name__,
+                fleet.__name__,
+            )
 
 
 def test_the_service_and_dashboard_operations_are_not_on_the_public_queue() -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import jobvisor
 from jobvisor import AsyncQueue
-from jobvisor.queue.browse import SupervisorBeat
+from jobvisor.queue.fleet import SupervisorBeat
 from jobvisor.queue.internal import dashboard_ops, service_ops
 from jobvisor.supervisor import fleet
 from jobvisor.supervisor.children import Slot, WorkerProcess

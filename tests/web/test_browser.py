@@ -15,7 +15,7 @@ import pytest
 
 import jobvisor
 from jobvisor import JobStatus, Queue
-from jobvisor.queue.browse import SupervisorBeat
+from jobvisor.queue.fleet import SupervisorBeat
 from jobvisor.queue.internal import service_ops
 from jobvisor.web import app
 from tests.invariants import assert_invariants

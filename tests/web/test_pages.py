@@ -10,7 +10,7 @@ import uuid
 import pytest
 
 from jobvisor import JobStatus, Queue
-from jobvisor.queue.browse import SupervisorBeat
+from jobvisor.queue.fleet import SupervisorBeat
 from jobvisor.queue.internal import dashboard_ops, service_ops
 from jobvisor.schedules import ScheduleSpec
 from jobvisor.web import views

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import overload
 
-from . import browse, ops
+from . import browse, fleet, ops
 from .api import AsyncQueue, Queue
 from .bound import AsyncBound, SyncBound, bind_async, bind_sync
 from .plan import AsyncRunner, SyncRunner
@@ -36,9 +36,9 @@ class ServiceOps(SyncBound):
     schedule_sync = bind_sync(ops.schedule_sync)
     schedule_next_ticks = bind_sync(ops.schedule_next_ticks)
     schedule_fire = bind_sync(ops.schedule_fire)
-    supervisor_heartbeat = bind_sync(browse.supervisor_heartbeat)
-    supervisor_prune = bind_sync(browse.supervisor_prune)
-    running_by_worker = bind_sync(browse.running_by_worker)
+    supervisor_heartbeat = bind_sync(fleet.supervisor_heartbeat)
+    supervisor_prune = bind_sync(fleet.supervisor_prune)
+    running_by_worker = bind_sync(fleet.running_by_worker)
 
 
 class AsyncServiceOps(AsyncBound):
@@ -55,9 +55,9 @@ class AsyncServiceOps(AsyncBound):
     schedule_sync = bind_async(ops.schedule_sync)
     schedule_next_ticks = bind_async(ops.schedule_next_ticks)
     schedule_fire = bind_async(ops.schedule_fire)
-    supervisor_heartbeat = bind_async(browse.supervisor_heartbeat)
-    supervisor_prune = bind_async(browse.supervisor_prune)
-    running_by_worker = bind_async(browse.running_by_worker)
+    supervisor_heartbeat = bind_async(fleet.supervisor_heartbeat)
+    supervisor_prune = bind_async(fleet.supervisor_prune)
+    running_by_worker = bind_async(fleet.running_by_worker)
 
 
 class DashboardOps(SyncBound):
@@ -70,8 +70,8 @@ class DashboardOps(SyncBound):
     job_page = bind_sync(browse.job_page)
     queue_states = bind_sync(browse.queue_states)
     throughput = bind_sync(browse.throughput)
-    supervisors = bind_sync(browse.supervisors)
-    supervisor_forget = bind_sync(browse.supervisor_forget)
+    supervisors = bind_sync(fleet.supervisors)
+    supervisor_forget = bind_sync(fleet.supervisor_forget)
 
 
 class AsyncDashboardOps(AsyncBound):
@@ -83,8 +83,8 @@ class AsyncDashboardOps(AsyncBound):
     job_page = bind_async(browse.job_page)
     queue_states = bind_async(browse.queue_states)
     throughput = bind_async(browse.throughput)
-    supervisors = bind_async(browse.supervisors)
-    supervisor_forget = bind_async(browse.supervisor_forget)
+    supervisors = bind_async(fleet.supervisors)
+    supervisor_forget = bind_async(fleet.supervisor_forget)
 
 
 @overload

@@ -20,7 +20,7 @@ from typing import Any, Final
 from .. import __version__
 from ..log import get_logger
 from ..queue.api import AsyncQueue
-from ..queue.browse import SupervisorBeat
+from ..queue.fleet import SupervisorBeat
 from ..queue.internal import dashboard_ops, service_ops
 from .children import Slot
 

@@ -26,7 +26,8 @@ from typing import Any, Final, Protocol
 from ..log import get_logger
 from ..queue.api import AsyncQueue
 from ..queue.internal import service_ops
-from ..queue.model import JobStatus, Summary
+from ..queue.model import JobStatus
+from ..queue.reports import Summary
 from ..schedules import ScheduleSpec, due_ticks
 
 LEADER_NAME: Final = "maintenance"

@@ -13,14 +13,9 @@ import uuid
 from ...backoff import backoff
 from .. import validate
 from ..errors import InvalidArgument, JobNotFound
-from ..model import (
-    TERMINAL,
-    Cancelled,
-    Job,
-    JobStatus,
-    TypeRequeue,
-)
+from ..model import TERMINAL, Job, JobStatus, TypeRequeue
 from ..plan import COMMIT, Plan, Steps, Stmt
+from ..reports import Cancelled
 from .context import (
     DEFAULT_CLEANUP_BATCH,
     PAUSE_LOCK_TIMEOUT_MS,

@@ -9,15 +9,9 @@ from collections.abc import Mapping
 
 from .. import validate
 from ..errors import InvalidArgument
-from ..model import (
-    TERMINAL,
-    JobStatus,
-    RetryPolicy,
-    Summary,
-    SummaryRow,
-    XminHolder,
-)
+from ..model import TERMINAL, JobStatus, RetryPolicy
 from ..plan import Plan, Steps, Stmt
+from ..reports import Summary, SummaryRow, XminHolder
 from .context import DEFAULT_CLEANUP_BATCH, Ctx, _check_batch_size, _delete_in_batches, _job_id
 from .limiting import limit_from_row
 from .settling import _error_text

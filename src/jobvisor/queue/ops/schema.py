@@ -6,10 +6,8 @@ from __future__ import annotations
 import functools
 from importlib import resources
 
-from ..model import (
-    Readiness,
-)
 from ..plan import Plan, Script, Steps, Stmt
+from ..reports import Readiness
 from .context import Ctx
 
 # --- schema -------------------------------------------------------------------

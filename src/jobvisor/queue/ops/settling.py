@@ -10,13 +10,9 @@ from typing import Any, LiteralString
 
 from .. import validate
 from ..errors import InvalidArgument, LeaseLost
-from ..model import (
-    Job,
-    JobStatus,
-    Renewal,
-    payload_json,
-)
+from ..model import Job, JobStatus, payload_json
 from ..plan import Plan, Steps, Stmt
+from ..reports import Renewal
 from .context import Ctx, _held
 
 # An error message is kept to this many characters: enough for a traceback's
