@@ -12,7 +12,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.jobvisor-installed
 DOCS_STAMP := $(VENV)/.jobvisor-docs-installed
 RELEASE_STAMP := $(VENV)/.jobvisor-release-installed
-CHECKED := src tests bench examples
+CHECKED := src tests bench examples tools
 PYTEST_ARGS ?=
 BENCH_ARGS ?=
 

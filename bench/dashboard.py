@@ -32,6 +32,7 @@ from psycopg import sql
 
 import jobvisor
 from jobvisor.http import serve
+from jobvisor.queue.internal import dashboard_ops
 from jobvisor.web import app
 
 DEFAULT_PG_URL = "postgresql://postgres@127.0.0.1:5432/postgres"
@@ -155,11 +156,11 @@ def query(**params: str | None) -> str:
 def pages(url: str) -> dict[str, str]:
     """The pages to time, with ids and cursors read from the data."""
     with jobvisor.connect(url) as q:
-        newest = q.job_page(limit=50)
-        deep = q.job_page(status="completed", limit=50)
+        newest = dashboard_ops(q).job_page(limit=50)
+        deep = dashboard_ops(q).job_page(status="completed", limit=50)
         for _ in range(20):  # 20 pages in: a cursor deep in the list
-            deep = q.job_page(status="completed", limit=50, cursor=deep.next_cursor)
-        due = q.job_page(order="due", limit=50)
+            deep = dashboard_ops(q).job_page(status="completed", limit=50, cursor=deep.next_cursor)
+        due = dashboard_ops(q).job_page(order="due", limit=50)
         some = newest.jobs[-1]
     return {
         "overview": "/",

@@ -50,7 +50,8 @@ import psycopg
 from psycopg import sql
 
 import jobvisor
-from jobvisor.queue import sql_postgres, sql_sqlite
+from jobvisor.queue.drivers.postgres import sql as sql_postgres
+from jobvisor.queue.drivers.sqlite import sql as sql_sqlite
 
 DEFAULT_PG_URL = "postgresql://postgres@127.0.0.1:5432/postgres"
 BENCH_DB = "jobvisor_bench"

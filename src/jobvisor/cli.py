@@ -53,6 +53,7 @@ from .queue import (
     connect,
     validate,
 )
+from .queue.internal import service_ops
 from .queue.model import ENQUEUE_KEYS, Job, Limit, LimitScope
 from .queue.redact import redact_text
 
@@ -816,7 +817,7 @@ def cmd_cleanup(args: argparse.Namespace, config: Config) -> int:
         }
     with _queue(config) as q:
         deleted = q.cleanup(older_than)
-        batches = q.batch_cleanup(older_than)
+        batches = service_ops(q).batch_cleanup(older_than)
     print(f"deleted {deleted} finished job{'s' if deleted != 1 else ''}")
     if batches:
         print(f"deleted {batches} finished batch{'es' if batches != 1 else ''} with their jobs")

@@ -44,7 +44,8 @@ from prometheus_client import (
 )
 
 from .queue import validate
-from .queue.model import JobStatus, Limit, Summary
+from .queue.model import JobStatus, Limit
+from .queue.reports import Summary
 from .worker.protocol import Metrics as MetricsMessage
 from .worker.protocol import MetricsJob, Outcome
 

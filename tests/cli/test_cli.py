@@ -20,6 +20,7 @@ import pytest
 import jobvisor
 from jobvisor import JobStatus, Queue
 from jobvisor.cli import build_parser
+from jobvisor.queue.internal import service_ops
 
 from .conftest import JOBVISOR, Cli, clean_env
 
@@ -469,7 +470,7 @@ def test_cancel_of_a_running_job_asks_its_worker(cli: Cli, db: Queue) -> None:
     (held,) = db.claim("w")
     out = cli.ok("cancel", str(jid), "--reason", "wrong input")
     assert out.splitlines() == [f"cancel requested {jid} (running: its worker stops it)"]
-    assert db.renew_held([held]).cancel_requested == {jid}
+    assert service_ops(db).renew_held([held]).cancel_requested == {jid}
     db.complete(held)  # the worker's completion, after the request: cancelled
     done = db.get(jid)
     assert done.status is JobStatus.CANCELLED
@@ -487,7 +488,7 @@ def test_cancel_by_type_and_queue_in_bulk(cli: Cli, db: Queue) -> None:
     out = cli.ok("cancel", "--type", "report", "--yes")
     assert out.strip() == "cancelled 3 jobs; cancel requested for 1 running"
     assert all(db.get(j).status is JobStatus.CANCELLED for j in pending)
-    assert db.renew_held([held]).cancel_requested == {held.id}
+    assert service_ops(db).renew_held([held]).cancel_requested == {held.id}
     assert cli.ok("cancel", "--queue", "slow", "-y").startswith("cancelled 1 job;")
     assert db.get(other).status is JobStatus.CANCELLED
     for argv in (["cancel", str(other), "--type", "t"], ["cancel", "--yes"]):

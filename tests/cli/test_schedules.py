@@ -6,6 +6,7 @@ import datetime as dt
 import json
 
 from jobvisor import Queue
+from jobvisor.queue.internal import service_ops
 from jobvisor.schedules import ScheduleSpec
 
 from .conftest import Cli
@@ -14,13 +15,15 @@ NOW = dt.datetime(2026, 1, 1, 12, 0, tzinfo=dt.UTC)
 
 
 def declare(db: Queue) -> None:
-    db.schedule_sync(
+    service_ops(db).schedule_sync(
         [
             ScheduleSpec.build("hourly", cron="0 * * * *", job_type="t").row(NOW),
             ScheduleSpec.build("often", every=30, job_type="t", timezone="Europe/Berlin").row(NOW),
         ]
     )
-    db.schedule_sync([ScheduleSpec.build("hourly", cron="0 * * * *", job_type="t").row(NOW)])
+    service_ops(db).schedule_sync(
+        [ScheduleSpec.build("hourly", cron="0 * * * *", job_type="t").row(NOW)]
+    )
 
 
 def test_schedules_lists_each_with_its_state(cli: Cli, db: Queue) -> None:

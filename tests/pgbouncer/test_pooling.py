@@ -11,8 +11,8 @@ import pytest
 
 import jobvisor
 from jobvisor import Queue
-from jobvisor.queue.engine import BEGIN, COMMIT, Plan, Steps, Stmt
 from jobvisor.queue.errors import DatabaseError
+from jobvisor.queue.plan import BEGIN, COMMIT, Plan, Steps, Stmt
 from tests.conftest import _with_dbname
 from tests.pgbouncer.conftest import bouncer
 

@@ -35,8 +35,8 @@ from hypothesis.stateful import (
 
 import jobvisor
 from jobvisor import InvalidArgument, JobNotFound, LeaseLost, Queue, RetryPolicy
-from jobvisor.queue import ops
 from jobvisor.queue.api import parse_url
+from jobvisor.queue.ops import hints
 from tests.invariants import CHECKS, assert_invariants
 
 from .model import Handle, QueueModel
@@ -569,7 +569,7 @@ def _no_fsync_wait(url: str) -> str:
 def migrated(url: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[Queue, Clock, Table]]:
     # The plain claim's pause after it came back short is a matter of
     # wall-clock time: off, so every run of an example claims the same.
-    monkeypatch.setattr(ops, "PLAIN_RECHECK", 0.0)
+    monkeypatch.setattr(hints, "PLAIN_RECHECK", 0.0)
     url = _no_fsync_wait(url)
     clock = Clock()
     q = jobvisor.connect(url, clock=clock)
@@ -590,7 +590,7 @@ def test_queue_matches_model(
     # The model claims in strict claim order: every claim a full one, however
     # slow a busy machine makes it (tests/queue/test_claim_bound.py has the
     # bounded claims).
-    monkeypatch.setattr(ops, "FULL_CLAIM_SLOW", math.inf)
+    monkeypatch.setattr(hints, "FULL_CLAIM_SLOW", math.inf)
     # SQLite steps are cheap: more examples there, in about the same time.
     examples = 100 if q.engine == "sqlite" else 40
 

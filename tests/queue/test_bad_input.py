@@ -12,6 +12,7 @@ import pytest
 
 import jobvisor
 from jobvisor import InvalidArgument, Queue, RetryPolicy
+from jobvisor.queue.internal import service_ops
 from jobvisor.queue.model import UTC
 from jobvisor.schedules import ScheduleSpec
 from tests.queue.helpers import close_to, row_count, table_snapshot
@@ -230,8 +231,8 @@ def test_the_payload_size_limit_comes_from_the_environment(
         (lambda q: q.claim("w", limit=2**63), "limit=9223372036854775808"),
         (lambda q: q.claim("w", limit=10_001), "limit=10001"),
         (lambda q: q.claim("w" * 201), "worker_id='wwww"),
-        (lambda q: q.leader_attempt_elect("l", "h", ttl=0.5), "ttl=0.5"),
-        (lambda q: q.leader_attempt_elect("l", "h", ttl=86401), "ttl=86401"),
+        (lambda q: service_ops(q).leader_attempt_elect("l", "h", ttl=0.5), "ttl=0.5"),
+        (lambda q: service_ops(q).leader_attempt_elect("l", "h", ttl=86401), "ttl=86401"),
         (lambda q: q.claim("w\udc80"), "worker_id='w\\udc80'"),
         (lambda q: q.claim("w", queues=["q" * 8000]), "queues[0]='qqqq"),
         (lambda q: q.claim("w", job_types=["a\x00"]), "job_types[0]='a\\x00'"),
@@ -370,7 +371,7 @@ def test_a_schedule_row_with_a_control_character_is_refused(queue: Queue, url: s
     row = ScheduleSpec.build("s", every=60, job_type="t").row(dt.datetime.now(UTC))
     bad = dataclasses.replace(row, job_type="t\x1b[2J")
     with pytest.raises(InvalidArgument, match=r"job_type='t\\x1b\[2J': expected a name"):
-        queue.schedule_sync([bad])
+        service_ops(queue).schedule_sync([bad])
     assert queue.schedules() == []
 
 

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from jobvisor import AsyncQueue, BatchFinished, BatchNotFound, InvalidArgument, JobStatus, Queue
+from jobvisor.queue.internal import service_ops
 from jobvisor.queue.model import TERMINAL
 from tests.conftest import run_with
 from tests.invariants import assert_invariants, query_all
@@ -190,9 +191,9 @@ def test_the_safety_net_finishes_a_batch_left_stalled(queue: Queue, url: str) ->
         conn.execute("UPDATE jobvisor_batches SET unfinished = 5")
     run_members(queue)
     assert callbacks_enqueued(url) == {}
-    assert queue.batch_sweep() == 1
+    assert service_ops(queue).batch_sweep() == 1
     assert callbacks_enqueued(url) == {"ok": 1, "done": 1}
-    assert queue.batch_sweep() == 0  # once
+    assert service_ops(queue).batch_sweep() == 0  # once
     assert callbacks_enqueued(url) == {"ok": 1, "done": 1}
 
 
@@ -201,7 +202,7 @@ def test_the_safety_net_leaves_a_batch_with_members_to_run(queue: Queue, url: st
         b.enqueue("member", {"n": 1})
     with queue.transaction() as conn:
         conn.execute("UPDATE jobvisor_batches SET unfinished = 0")
-    assert queue.batch_sweep() == 0
+    assert service_ops(queue).batch_sweep() == 0
     assert not queue.get_batch(b.id).finished
     run_members(queue)
     assert callbacks_enqueued(url) == {"done": 1}
@@ -276,14 +277,14 @@ def test_retention_removes_a_batch_whole(cqueue: Queue, clock: Clock, url: str) 
     plain = cqueue.enqueue("plain")
     run_members(cqueue)
     clock.advance(3600)
-    assert cqueue.batch_cleanup(60) == 0  # the callback has not run yet
+    assert service_ops(cqueue).batch_cleanup(60) == 0  # the callback has not run yet
     while jobs := cqueue.claim("w"):
         for job in jobs:
             cqueue.complete(job)
     assert cqueue.cleanup(60) == 0  # a batch's jobs are not taken one by one
     clock.advance(30)
-    assert cqueue.batch_cleanup(60) == 0  # the callback finished 30 s ago
-    assert cqueue.batch_cleanup({"completed": 10, "dead": None}) == 1
+    assert service_ops(cqueue).batch_cleanup(60) == 0  # the callback finished 30 s ago
+    assert service_ops(cqueue).batch_cleanup({"completed": 10, "dead": None}) == 1
     assert row_count(url) == 1 and cqueue.get(plain).status is JobStatus.COMPLETED
     with pytest.raises(BatchNotFound):
         cqueue.get_batch(b.id)
@@ -295,7 +296,7 @@ def test_retention_keeps_a_batch_while_a_status_is_kept(cqueue: Queue, clock: Cl
         b.enqueue("member", {"n": 1}, max_attempts=1)
     run_members(cqueue, fail=1)
     clock.advance(3600)
-    assert cqueue.batch_cleanup({"completed": 10}) == 0  # dead ones are kept
+    assert service_ops(cqueue).batch_cleanup({"completed": 10}) == 0  # dead ones are kept
     assert cqueue.get_batch(b.id).counts == {"dead": 1}
 
 

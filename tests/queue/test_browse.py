@@ -17,10 +17,14 @@ import pytest
 
 import jobvisor
 from jobvisor import AsyncQueue, JobStatus, Queue
-from jobvisor.queue import browse, sql_postgres, sql_sqlite
-from jobvisor.queue.browse import Count, SupervisorBeat
-from jobvisor.queue.engine import PG_SESSION_SETUP
+from jobvisor.queue import browse
+from jobvisor.queue.browse import Count
+from jobvisor.queue.drivers.postgres import sql as sql_postgres
+from jobvisor.queue.drivers.postgres.session import PG_SESSION_SETUP
+from jobvisor.queue.drivers.sqlite import sql as sql_sqlite
 from jobvisor.queue.errors import InvalidArgument
+from jobvisor.queue.fleet import SupervisorBeat
+from jobvisor.queue.internal import dashboard_ops, service_ops
 from tests.conftest import run_with
 from tests.queue.helpers import Clock
 
@@ -30,7 +34,7 @@ def every_page(q: Queue, /, **filters: Any) -> list[list[uuid.UUID]]:
     pages: list[list[uuid.UUID]] = []
     cursor = None
     while True:
-        page = q.job_page(cursor=cursor, **filters)
+        page = dashboard_ops(q).job_page(cursor=cursor, **filters)
         pages.append([j.id for j in page.jobs])
         if page.next_cursor is None:
             return pages
@@ -47,15 +51,15 @@ def test_newest_first_pages_cover_every_job_once(queue: Queue) -> None:
 def test_the_async_face_reads_the_same(aqueue: AsyncQueue) -> None:
     async def body(q: AsyncQueue) -> None:
         ids = await q.enqueue_many([{"job_type": "t", "queue": "mail"}] * 3)
-        page = await q.job_page(queue="mail", limit=2)
+        page = await dashboard_ops(q).job_page(queue="mail", limit=2)
         assert [j.id for j in page.jobs] == sorted(ids, reverse=True)[:2]
-        rest = await q.job_page(queue="mail", limit=2, cursor=page.next_cursor)
+        rest = await dashboard_ops(q).job_page(queue="mail", limit=2, cursor=page.next_cursor)
         assert [j.id for j in rest.jobs] == [min(ids)] and rest.next_cursor is None
-        (state,) = await q.queue_states()
+        (state,) = await dashboard_ops(q).queue_states()
         assert state.counts[JobStatus.PENDING] == Count(3)
-        assert len(await q.throughput(minutes=3)) == 3
-        await q.supervisor_heartbeat(SupervisorBeat("s-a", "h", 1, "0.1.0", False, []))
-        assert [r.id for r in await q.supervisors()] == ["s-a"]
+        assert len(await dashboard_ops(q).throughput(minutes=3)) == 3
+        await service_ops(q).supervisor_heartbeat(SupervisorBeat("s-a", "h", 1, "0.1.0", False, []))
+        assert [r.id for r in await dashboard_ops(q).supervisors()] == ["s-a"]
 
     run_with(aqueue, body)
 
@@ -95,10 +99,13 @@ def test_a_job_without_a_correlation_id_is_correlated_by_its_own_id(queue: Queue
     assert sorted(stored.values(), key=str) == sorted([None, None, "req-9", parent.hex], key=str)
     pages = every_page(queue, correlation_id=parent.hex, limit=1)
     assert [i for p in pages for i in p] == [child, parent]
-    (job,) = queue.job_page(correlation_id=bulk.hex).jobs
+    (job,) = dashboard_ops(queue).job_page(correlation_id=bulk.hex).jobs
     assert job.id == bulk and job.correlation_id == bulk.hex
-    assert [j.id for j in queue.job_page(correlation_id=parent.hex, status="running").jobs] == []
-    assert queue.job_page(correlation_id=uuid.uuid4().hex).jobs == ()
+    assert [
+        j.id
+        for j in dashboard_ops(queue).job_page(correlation_id=parent.hex, status="running").jobs
+    ] == []
+    assert dashboard_ops(queue).job_page(correlation_id=uuid.uuid4().hex).jobs == ()
 
 
 def _stored_correlation_ids(url: str, engine: str) -> dict[str, str | None]:
@@ -120,7 +127,7 @@ def test_finished_jobs_are_listed_last_finished_first(cqueue: Queue, clock: Cloc
     for limit in (1, 2, 3, 10):
         pages = every_page(cqueue, status="completed", limit=limit)
         assert [i for p in pages for i in p] == expected, limit
-    page = cqueue.job_page(status="completed", order="newest")
+    page = dashboard_ops(cqueue).job_page(status="completed", order="newest")
     assert page.order == "the last finished first" and len(page.jobs) == 6
     assert every_page(cqueue, status="dead") == [[]]
 
@@ -140,12 +147,12 @@ def test_running_jobs_are_listed_last_claimed_first(cqueue: Queue, clock: Clock)
 def test_waiting_jobs_are_listed_in_claim_order_and_not_newest_first(queue: Queue) -> None:
     low = queue.enqueue("t", priority=0)
     high = queue.enqueue("t", priority=9)
-    page = queue.job_page(status="pending")
+    page = dashboard_ops(queue).job_page(status="pending")
     assert [j.id for j in page.jobs] == [high, low]
     assert page.order == "in the order they will run"
-    assert queue.job_page().order == "newest first"
+    assert dashboard_ops(queue).job_page().order == "newest first"
     with pytest.raises(InvalidArgument, match="order=newest with status='pending'"):
-        queue.job_page(status="pending", order="newest")
+        dashboard_ops(queue).job_page(status="pending", order="newest")
 
 
 def test_due_order_is_claim_order(cqueue: Queue, clock: Clock) -> None:
@@ -157,12 +164,12 @@ def test_due_order_is_claim_order(cqueue: Queue, clock: Clock) -> None:
     assert [i for p in pages for i in p] == [high_early, high_late, low, later]
     clock.advance(10)
     assert [j.id for j in cqueue.claim("w", limit=10)] == [high_early, high_late, low, later]
-    assert cqueue.job_page(order="due").jobs == ()
+    assert dashboard_ops(cqueue).job_page(order="due").jobs == ()
 
 
 def test_a_listing_cuts_a_large_payload(queue: Queue) -> None:
     queue.enqueue("t", {"text": "<script>" + "x" * 5000})
-    (job,) = queue.job_page().jobs
+    (job,) = dashboard_ops(queue).job_page().jobs
     assert len(job.payload_preview) == browse.PREVIEW_CHARS
     assert "<script>xxx" in job.payload_preview
     assert job.payload_bytes > 5000 and job.payload_truncated
@@ -189,7 +196,7 @@ def test_bad_filters_are_refused_with_the_value(
     queue: Queue, filters: dict[str, Any], message: str
 ) -> None:
     with pytest.raises(InvalidArgument, match=message.replace("(", r"\(")):
-        queue.job_page(**filters)
+        dashboard_ops(queue).job_page(**filters)
 
 
 def test_queue_states_count_by_status_with_pauses_and_ages(cqueue: Queue, clock: Clock) -> None:
@@ -199,7 +206,7 @@ def test_queue_states_count_by_status_with_pauses_and_ages(cqueue: Queue, clock:
     cqueue.complete(job)
     cqueue.pause("idle")
     clock.advance(30)
-    states = {s.name: s for s in cqueue.queue_states()}
+    states = {s.name: s for s in dashboard_ops(cqueue).queue_states()}
     assert sorted(states) == ["idle", "mail", "money"]
     mail = states["mail"]
     assert mail.counts[JobStatus.PENDING] == Count(2)
@@ -213,7 +220,7 @@ def test_queue_states_count_by_status_with_pauses_and_ages(cqueue: Queue, clock:
 
 def test_counts_past_the_cap_are_exact_while_the_table_is_small(queue: Queue) -> None:
     queue.enqueue_many([{"job_type": "t", "queue": "a"}] * 5 + [{"job_type": "t"}] * 2)
-    states = {s.name: s for s in queue.queue_states(cap=3)}
+    states = {s.name: s for s in dashboard_ops(queue).queue_states(cap=3)}
     assert states["a"].counts[JobStatus.PENDING] == Count(5)
     assert states["default"].counts[JobStatus.PENDING] == Count(2)
 
@@ -227,7 +234,7 @@ def test_a_large_status_is_counted_in_a_sample_and_said_to_be_about(
     with psycopg.connect(pg_url, autocommit=True) as conn:
         conn.execute("ANALYZE jobvisor_jobs")
     monkeypatch.setattr(browse, "SAMPLE_ROWS", 4000)
-    (state,) = queue.queue_states(cap=100)
+    (state,) = dashboard_ops(queue).queue_states(cap=100)
     pending = state.counts[JobStatus.PENDING]
     assert not pending.exact
     assert 10_000 < pending.value < 30_000
@@ -243,7 +250,7 @@ def test_throughput_counts_completed_and_dead_per_minute(cqueue: Queue, clock: C
         else:
             cqueue.fail(job, "boom")
     clock.advance(120)
-    minutes = cqueue.throughput(minutes=5)
+    minutes = dashboard_ops(cqueue).throughput(minutes=5)
     assert len(minutes) == 5
     assert [(m.completed, m.dead) for m in minutes] == [(0, 0), (0, 0), (2, 1), (0, 0), (0, 0)]
     assert minutes[-1].start <= clock() < minutes[-1].start.replace(second=59, microsecond=9)
@@ -259,31 +266,33 @@ def test_a_busy_minute_is_estimated_past_the_cap(pg_url: str) -> None:
         clock.advance(0.5 if i else (start - clock()).total_seconds() + 10)
         queue.complete(job)
     clock.advance(60)
-    minutes = queue.throughput(minutes=2, cap=10)
+    minutes = dashboard_ops(queue).throughput(minutes=2, cap=10)
     busy = next(m for m in minutes if m.completed)
     assert not busy.exact
     assert 40 <= busy.completed <= 120  # 10 jobs in about 5 s: about 120 a minute, at least 40
-    assert [m.completed for m in queue.throughput(minutes=2)].count(40) == 1
+    assert [m.completed for m in dashboard_ops(queue).throughput(minutes=2)].count(40) == 1
     queue.close()
 
 
 def test_supervisor_rows_fresh_stale_and_forgotten(cqueue: Queue, clock: Clock) -> None:
     workers = [{"id": "w-1", "pid": 12, "restarts": 0, "running": 2}]
     beat = SupervisorBeat("s-1", "host-a", 10, "0.1.0", True, workers)
-    cqueue.supervisor_heartbeat(beat)
-    cqueue.supervisor_heartbeat(SupervisorBeat("s-2", "host-b", 11, "0.1.0", False, []))
+    service_ops(cqueue).supervisor_heartbeat(beat)
+    service_ops(cqueue).supervisor_heartbeat(
+        SupervisorBeat("s-2", "host-b", 11, "0.1.0", False, [])
+    )
     clock.advance(20)
-    cqueue.supervisor_heartbeat(beat)  # s-1 beats again, s-2 has gone silent
-    rows = cqueue.supervisors(fresh=15)
+    service_ops(cqueue).supervisor_heartbeat(beat)  # s-1 beats again, s-2 has gone silent
+    rows = dashboard_ops(cqueue).supervisors(fresh=15)
     assert [(r.id, r.leader, r.workers) for r in rows] == [("s-1", True, tuple(workers))]
     assert rows[0].uptime == pytest.approx(20, abs=0.1)
-    assert [r.id for r in cqueue.supervisors(fresh=60)] == ["s-1", "s-2"]
+    assert [r.id for r in dashboard_ops(cqueue).supervisors(fresh=60)] == ["s-1", "s-2"]
     cqueue.enqueue("t")
     cqueue.claim("w-1")
-    assert cqueue.running_by_worker() == {"w-1": 1}
-    assert cqueue.supervisor_prune(15) == 1
-    cqueue.supervisor_forget("s-1")
-    assert cqueue.supervisors(fresh=60) == []
+    assert service_ops(cqueue).running_by_worker() == {"w-1": 1}
+    assert service_ops(cqueue).supervisor_prune(15) == 1
+    dashboard_ops(cqueue).supervisor_forget("s-1")
+    assert dashboard_ops(cqueue).supervisors(fresh=60) == []
 
 
 # --- the plans ---------------------------------------------------------------------

@@ -13,6 +13,7 @@ import pytest
 import jobvisor
 from jobvisor import AsyncQueue, InvalidArgument, Job, JobNotFound, JobStatus, Queue
 from jobvisor.queue import NoticeKind
+from jobvisor.queue.internal import service_ops
 from tests.conftest import run_with
 from tests.invariants import assert_invariants
 from tests.queue.helpers import Clock
@@ -38,10 +39,10 @@ def test_cancel_of_a_running_job_is_a_request_the_worker_settles(cqueue: Queue, 
     assert cqueue.cancel(job.id, reason="again") is JobStatus.RUNNING
     assert cqueue.get(job.id).last_error == asked.last_error
     other = _running(cqueue, "u")
-    renewal = cqueue.renew_held([job, other])
+    renewal = service_ops(cqueue).renew_held([job, other])
     assert renewal.lost == () and renewal.cancel_requested == {job.id}
     cqueue.complete(other)
-    assert cqueue.renew_held([other]).lost == (other,)
+    assert service_ops(cqueue).renew_held([other]).lost == (other,)
     assert_invariants(url)
 
 
@@ -103,7 +104,7 @@ def test_cancel_many_by_type_and_queue_in_batches(cqueue: Queue, url: str) -> No
     assert (done.cancelled, done.requested) == (4, 3)
     for jid in pending:
         assert cqueue.get(jid).status is JobStatus.CANCELLED
-    renewal = cqueue.renew_held(running)
+    renewal = service_ops(cqueue).renew_held(running)
     assert renewal.cancel_requested == {j.id for j in running}
     assert cqueue.get(other_type).status is JobStatus.PENDING
     assert cqueue.get(other_queue).status is JobStatus.PENDING

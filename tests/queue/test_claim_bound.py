@@ -20,6 +20,7 @@ import pytest
 import jobvisor
 from jobvisor import Queue
 from jobvisor.queue import ops
+from jobvisor.queue.ops import hints
 from tests.invariants import assert_invariants, status_counts
 from tests.queue.helpers import Clock
 
@@ -28,7 +29,7 @@ from tests.queue.helpers import Clock
 def _bounded(monkeypatch: pytest.MonkeyPatch) -> None:
     """Every full claim counts as slow, as on a table with a dead head: the
     claims that follow one are bounded."""
-    monkeypatch.setattr(ops, "FULL_CLAIM_SLOW", 0.0)
+    monkeypatch.setattr(hints, "FULL_CLAIM_SLOW", 0.0)
 
 
 def _claim_one_by_one(q: Queue) -> list[uuid.UUID]:
@@ -62,7 +63,7 @@ def test_after_a_fast_full_claim_the_next_claim_is_full_and_in_claim_order(
     """On a table vacuum keeps clean the full claim is fast (here: any full
     claim counts as fast), so no claim is bounded and a job that lands behind
     the last one claimed is the next claim's first."""
-    monkeypatch.setattr(ops, "FULL_CLAIM_SLOW", 1e9)
+    monkeypatch.setattr(hints, "FULL_CLAIM_SLOW", 1e9)
     t0 = clock()
     later = cqueue.enqueue_many([{"job_type": "t", "run_at": t0 - dt.timedelta(seconds=10)}] * 3)
     (job,) = cqueue.claim("w", limit=1)
@@ -123,8 +124,8 @@ def test_a_job_behind_the_bound_waits_one_full_claim_period_at_most(
 ) -> None:
     """While the bounded claims keep finding work, the full claim still runs
     every FULL_CLAIM_EVERY and takes the job behind the bound first."""
-    monkeypatch.setattr(ops, "FULL_CLAIM_EVERY", 0.2)
-    monkeypatch.setattr(ops, "FULL_CLAIM_SPACING", 0.0)
+    monkeypatch.setattr(hints, "FULL_CLAIM_EVERY", 0.2)
+    monkeypatch.setattr(hints, "FULL_CLAIM_SPACING", 0.0)
     t0 = clock()
     cqueue.enqueue_many([{"job_type": "t", "run_at": t0 - dt.timedelta(seconds=10)}] * 5)
     cqueue.claim("w", limit=1)
@@ -142,8 +143,8 @@ def test_a_slow_full_claim_is_spaced_out_and_loses_nothing(
     bounded claim that finds nothing does not run it again at once; the job
     behind the bound stays pending for the next full claim, here another
     queue's (whose first claim is a full one)."""
-    monkeypatch.setattr(ops, "FULL_CLAIM_SLOW_RATIO", 0.0)
-    monkeypatch.setattr(ops, "FULL_CLAIM_SPACING", 1e9)
+    monkeypatch.setattr(hints, "FULL_CLAIM_SLOW_RATIO", 0.0)
+    monkeypatch.setattr(hints, "FULL_CLAIM_SPACING", 1e9)
     q = jobvisor.connect(pg_url, clock=clock)
     q.migrate()
     other = jobvisor.connect(pg_url, clock=clock)
@@ -300,7 +301,7 @@ def _jobs(n: int) -> list[jobvisor.Job]:
 def test_a_full_claim_is_slow_sooner_when_it_filled_a_batch(
     monkeypatch: pytest.MonkeyPatch, got: int, asked: int, took: float, bounded: bool
 ) -> None:
-    monkeypatch.setattr(ops, "FULL_CLAIM_SLOW", 0.05)
+    monkeypatch.setattr(hints, "FULL_CLAIM_SLOW", 0.05)
     bounds = ops.ClaimBounds()
     bounds.claimed("k", _jobs(max(got, 1)), full=True, took=0.0, asked=1)  # a bound to keep
     bounds.claimed("k", _jobs(got), full=True, took=took, asked=asked)

@@ -15,6 +15,7 @@ import pytest
 import jobvisor
 from jobvisor import JobStatus, Queue
 from jobvisor.queue.errors import InvalidArgument
+from jobvisor.queue.internal import service_ops
 from jobvisor.queue.model import Limit, LimitScope, LimitSource
 from jobvisor.queue.notices import Notice, NoticeKind
 from tests.conftest import run_async
@@ -236,15 +237,15 @@ def test_refilled_key_buckets_are_pruned_and_nothing_else(
     cqueue.claim("w", limit=100)
     assert _buckets(url) == {"k1": 0.0, "k2": 3.0}
     clock.advance(0.3)  # k2 full again (3 + 1.2), k1 not (1.2)
-    assert cqueue.prune_key_buckets() == 1
+    assert service_ops(cqueue).prune_key_buckets() == 1
     assert set(_buckets(url)) == {"k1"}
     clock.advance(0.8)  # k1 full again too
-    assert cqueue.prune_key_buckets() == 1
+    assert service_ops(cqueue).prune_key_buckets() == 1
     assert _buckets(url) == {}
     cqueue.enqueue_many([{"job_type": "call", "concurrency_key": "k1"}] * 9)
     assert len(cqueue.claim("w", limit=100)) == 4  # a pruned key has a full bucket
     cqueue.set_limit(job_type="call", concurrency=100)  # no key rate any more
-    assert cqueue.prune_key_buckets() == 1
+    assert service_ops(cqueue).prune_key_buckets() == 1
     assert len(cqueue.claim("w", limit=100)) == 5
 
 
@@ -352,8 +353,8 @@ def test_limits_sync_writes_the_code_and_keeps_the_operators(queue: Queue) -> No
         Limit(LimitScope.TYPE, "tenant", key_rate="5/s", source=LimitSource.CODE),
     ]
     handled = ["report", "sync", "tenant", "by_hand", "plain"]
-    assert queue.limits_sync(declared, job_types=handled) == 3
-    assert queue.limits_sync(declared, job_types=handled) == 0  # nothing differs
+    assert service_ops(queue).limits_sync(declared, job_types=handled) == 3
+    assert service_ops(queue).limits_sync(declared, job_types=handled) == 0  # nothing differs
     names = {lim.name: lim for lim in queue.limits()}
     assert set(names) == {"by_hand", "other_app", "report", "sync", "tenant"}
     assert names["sync"].rate == "20/s"
@@ -362,10 +363,10 @@ def test_limits_sync_writes_the_code_and_keeps_the_operators(queue: Queue) -> No
         *declared[:2],
         Limit(LimitScope.TYPE, "tenant", key_rate="6/s", source=LimitSource.CODE),
     ]
-    assert queue.limits_sync(changed, job_types=handled) == 1  # a key rate differs
+    assert service_ops(queue).limits_sync(changed, job_types=handled) == 1  # a key rate differs
     assert names["report"].source is LimitSource.CODE
     # A declaration removed from the code is removed from the database.
-    assert queue.limits_sync(declared[:1], job_types=handled) == 2
+    assert service_ops(queue).limits_sync(declared[:1], job_types=handled) == 2
     assert {lim.name for lim in queue.limits()} == {"by_hand", "other_app", "report"}
 
 
@@ -377,7 +378,9 @@ def _sync_limits_repeatedly(url: str, rounds: int) -> int:
         for n in (2, 3)
     ]
     with jobvisor.connect(url) as q:
-        return sum(q.limits_sync(versions[i % 2], job_types=["t"]) for i in range(rounds))
+        return sum(
+            service_ops(q).limits_sync(versions[i % 2], job_types=["t"]) for i in range(rounds)
+        )
 
 
 def test_workers_booting_at_once_write_their_limits_without_a_deadlock(

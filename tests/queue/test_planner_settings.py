@@ -6,7 +6,7 @@ from __future__ import annotations
 import psycopg
 
 import jobvisor
-from jobvisor.queue.engine import Plan, Steps, Stmt
+from jobvisor.queue.plan import Plan, Steps, Stmt
 
 
 def _settings() -> Steps[tuple[str, str, str]]:

@@ -16,8 +16,10 @@ import pytest
 import jobvisor
 from jobvisor import JobStatus, Queue
 from jobvisor.backoff import retry_draw
-from jobvisor.queue import RetryPolicy, sql_postgres, sql_sqlite
-from jobvisor.queue.engine import CLOCK_REFRESH
+from jobvisor.queue import RetryPolicy
+from jobvisor.queue.drivers.postgres import sql as sql_postgres
+from jobvisor.queue.drivers.postgres.clock import CLOCK_REFRESH
+from jobvisor.queue.drivers.sqlite import sql as sql_sqlite
 from jobvisor.queue.model import new_job_ids
 from tests.queue.conftest import MakeQueue
 from tests.queue.helpers import Clock

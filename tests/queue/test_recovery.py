@@ -12,9 +12,10 @@ import pytest
 
 import jobvisor
 from jobvisor import InvalidArgument, JobStatus, LeaseLost, Queue, RetryPolicy
-from jobvisor.queue import sql_postgres, sql_sqlite
 from jobvisor.queue.api import parse_url
-from jobvisor.queue.ops import CRASH_LIMIT
+from jobvisor.queue.drivers.postgres import sql as sql_postgres
+from jobvisor.queue.drivers.sqlite import sql as sql_sqlite
+from jobvisor.queue.ops.recovery import CRASH_LIMIT
 from tests.invariants import assert_invariants
 from tests.queue.conftest import MakeQueue
 from tests.queue.helpers import Clock, close_to, table_snapshot, wait_until

@@ -9,6 +9,7 @@ import pytest
 import jobvisor
 from jobvisor import Queue
 from jobvisor.queue.errors import InvalidArgument
+from jobvisor.queue.internal import service_ops
 from jobvisor.schedules import ScheduleSpec
 
 UTC = dt.UTC
@@ -29,27 +30,27 @@ def spec(name: str = "s", **options: object) -> ScheduleSpec:
 
 
 def test_sync_writes_declared_schedules_and_disables_the_rest(q: Queue) -> None:
-    q.schedule_sync([spec("a").row(NOW), spec("b", cron="*/5 * * * *").row(NOW)])
+    service_ops(q).schedule_sync([spec("a").row(NOW), spec("b", cron="*/5 * * * *").row(NOW)])
     shown = {s.name: s for s in q.schedules()}
     assert shown["a"].spec == "every 10s" and shown["b"].spec == "*/5 * * * *"
     assert shown["a"].next_run_at == NOW + dt.timedelta(seconds=10)
     assert all(s.enabled for s in shown.values())
-    q.schedule_sync([spec("b", cron="*/5 * * * *").row(NOW + dt.timedelta(hours=1))])
+    service_ops(q).schedule_sync([spec("b", cron="*/5 * * * *").row(NOW + dt.timedelta(hours=1))])
     shown = {s.name: s for s in q.schedules()}
     assert not shown["a"].enabled and shown["b"].enabled
     assert shown["b"].next_run_at == NOW + dt.timedelta(minutes=5), (
         "an unchanged spec keeps its tick"
     )
-    assert [name for name, _ in q.schedule_next_ticks()[0]] == ["b"]
+    assert [name for name, _ in service_ops(q).schedule_next_ticks()[0]] == ["b"]
 
 
 def test_a_tick_is_fired_once_by_two_racing_callers(q: Queue) -> None:
-    q.schedule_sync([spec().row(NOW)])
+    service_ops(q).schedule_sync([spec().row(NOW)])
     (row,) = q.schedules()
     tick = row.next_run_at
     following = tick + dt.timedelta(seconds=10)
-    assert q.schedule_fire(row, ticks=[tick], next_run_at=following) == 1
-    assert q.schedule_fire(row, ticks=[tick], next_run_at=following) == 0
+    assert service_ops(q).schedule_fire(row, ticks=[tick], next_run_at=following) == 1
+    assert service_ops(q).schedule_fire(row, ticks=[tick], next_run_at=following) == 0
     (moved,) = q.schedules()
     assert moved.next_run_at == following and moved.last_run_at == tick
     summary = q.summary()
@@ -57,9 +58,9 @@ def test_a_tick_is_fired_once_by_two_racing_callers(q: Queue) -> None:
 
 
 def test_a_fired_job_carries_its_schedule_and_tick(q: Queue) -> None:
-    q.schedule_sync([spec().row(NOW)])
+    service_ops(q).schedule_sync([spec().row(NOW)])
     (row,) = q.schedules()
-    q.schedule_fire(
+    service_ops(q).schedule_fire(
         row, ticks=[row.next_run_at], next_run_at=row.next_run_at + dt.timedelta(seconds=10)
     )
     (job,) = q.claim("w", queues=["default"])
@@ -68,7 +69,7 @@ def test_a_fired_job_carries_its_schedule_and_tick(q: Queue) -> None:
 
 
 def test_run_now_enqueues_without_moving_the_schedule(q: Queue) -> None:
-    q.schedule_sync([spec().row(NOW)])
+    service_ops(q).schedule_sync([spec().row(NOW)])
     before = q.schedules()
     job_id = q.schedule_run("s")
     assert q.get(job_id).meta == {"schedule": "s", "manual": True}

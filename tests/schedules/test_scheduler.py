@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 import jobvisor
+from jobvisor.queue.internal import service_ops
 from jobvisor.schedules import MISSED_AFTER, ScheduleSpec
 from jobvisor.supervisor.maintenance import Scheduler
 from tests.conftest import run_async
@@ -87,13 +88,15 @@ def test_two_leaders_firing_the_same_tick_enqueue_it_once(url: str) -> None:
         queues = [jobvisor.connect_async(url) for _ in range(2)]
         try:
             await queues[0].migrate()
-            await queues[0].schedule_sync([spec.row(START)])
+            await service_ops(queues[0]).schedule_sync([spec.row(START)])
             results = []
             for _ in range(10):
                 (row,) = await queues[0].schedules()
                 following = spec.after(row.next_run_at)
                 fire = [
-                    q.schedule_fire(row, ticks=[row.next_run_at], next_run_at=following)
+                    service_ops(q).schedule_fire(
+                        row, ticks=[row.next_run_at], next_run_at=following
+                    )
                     for q in queues
                 ]
                 results.append(sorted(await asyncio.gather(*fire)))

@@ -10,6 +10,7 @@ from typing import Any
 
 import jobvisor
 from jobvisor import Queue
+from jobvisor.queue.internal import dashboard_ops
 from tests.invariants import assert_invariants
 
 from .helpers import Service, by_status, http_get, wait_until
@@ -64,4 +65,4 @@ def test_the_dashboard_and_the_fleet_row(
     assert status == 200 and row["id"] in page
     assert service.stop() == 0
     with jobvisor.connect(url) as q:
-        assert q.supervisors(fresh=3600) == []
+        assert dashboard_ops(q).supervisors(fresh=3600) == []

@@ -10,7 +10,8 @@ import pytest
 
 import jobvisor
 from jobvisor import Queue
-from jobvisor.queue.model import JobStatus, Summary
+from jobvisor.queue.model import JobStatus
+from jobvisor.queue.reports import Summary
 from jobvisor.supervisor.maintenance import (
     Cleaner,
     CleanerConfig,

@@ -21,6 +21,7 @@ import pytest
 import jobvisor
 from jobvisor import AsyncQueue, InvalidArgument, Queue, Registry, Unique
 from jobvisor.queue.api import parse_url
+from jobvisor.queue.internal import service_ops
 from jobvisor.tasks import NoQueueBound, Task
 from tests.conftest import run_with
 from tests.invariants import query_all
@@ -301,7 +302,7 @@ def test_a_task_declares_limits_and_enqueues_with_a_concurrency_key(queue: Queue
     ]
     with pytest.raises(InvalidArgument, match="rate='often'"):
         local.task("other", rate="often")(lambda: None)
-    queue.limits_sync(local.limits, job_types=local.job_types)
+    service_ops(queue).limits_sync(local.limits, job_types=local.job_types)
     with local.bind(queue):
         for tenant in (1, 1, 2):
             sync_tenant.with_options(concurrency_key=f"tenant:{tenant}").enqueue(tenant)

@@ -13,9 +13,11 @@ import psycopg
 
 import jobvisor
 from jobvisor import JobStatus
-from jobvisor.queue import ops, sql_postgres, sql_sqlite
+from jobvisor.queue import ops
 from jobvisor.queue.api import parse_url
-from jobvisor.queue.engine import split_script
+from jobvisor.queue.drivers.postgres import sql as sql_postgres
+from jobvisor.queue.drivers.sqlite import sql as sql_sqlite
+from jobvisor.queue.drivers.sqlite.runner import split_script
 from tests.invariants import assert_invariants
 
 V1_COLUMNS = (

@@ -15,7 +15,8 @@ import pytest
 
 import jobvisor
 from jobvisor import JobStatus, Queue
-from jobvisor.queue.browse import SupervisorBeat
+from jobvisor.queue.fleet import SupervisorBeat
+from jobvisor.queue.internal import service_ops
 from jobvisor.web import app
 from tests.invariants import assert_invariants
 from tests.queue.helpers import Clock
@@ -146,7 +147,9 @@ def fill(queue: Queue, url: str) -> None:
         {"id": "w-7f3a", "pid": 4101, "slot": 0, "restarts": 0},
         {"id": "w-91c2", "pid": 4102, "slot": 1, "restarts": 1},
     ]
-    queue.supervisor_heartbeat(SupervisorBeat("s-5e1d", "app-1", 4100, "0.1.0", True, workers))
+    service_ops(queue).supervisor_heartbeat(
+        SupervisorBeat("s-5e1d", "app-1", 4100, "0.1.0", True, workers)
+    )
 
 
 def test_overview_filter_open_refuse_then_requeue_with_the_token(

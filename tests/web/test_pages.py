@@ -10,7 +10,8 @@ import uuid
 import pytest
 
 from jobvisor import JobStatus, Queue
-from jobvisor.queue.browse import SupervisorBeat
+from jobvisor.queue.fleet import SupervisorBeat
+from jobvisor.queue.internal import dashboard_ops, service_ops
 from jobvisor.schedules import ScheduleSpec
 from jobvisor.web import views
 from tests.invariants import assert_invariants
@@ -35,7 +36,9 @@ def test_the_overview_shows_queues_the_chart_and_the_fleet(
     queue.set_limit(queue="mail", concurrency=3, rate="20/s")
     queue.set_limit(job_type="send", concurrency=5)
     workers = [{"id": "w-abc", "pid": 4242, "slot": 0, "restarts": 2}]
-    queue.supervisor_heartbeat(SupervisorBeat("s-1", "host-one", 99, "0.1.0", True, workers))
+    service_ops(queue).supervisor_heartbeat(
+        SupervisorBeat("s-1", "host-one", 99, "0.1.0", True, workers)
+    )
     status, page = dashboard.get("/")
     assert status == 200
     row = re.search(r'<tr data-queue="mail">(.*?)</tr>', page, re.S)
@@ -118,8 +121,8 @@ def test_the_schedules_page_lists_them(dashboard: Browser, queue: Queue) -> None
     spec = ScheduleSpec.from_message(
         {"name": "nightly", "cron": "0 3 * * *", "job_type": "report", "timezone": "Europe/Paris"}
     )
-    _, now = queue.schedule_next_ticks()
-    queue.schedule_sync([spec.row(now)])
+    _, now = service_ops(queue).schedule_next_ticks()
+    service_ops(queue).schedule_sync([spec.row(now)])
     status, page = dashboard.get("/schedules")
     assert status == 200
     assert "nightly" in page and "0 3 * * *" in page and "Europe/Paris" in page
@@ -212,7 +215,7 @@ def test_discard_and_requeue_all_of_a_type_and_cancel_selected(
         "/actions/discard", csrf=csrf, job_type="sync", confirmed="1", next="/jobs"
     )
     assert "Discarded 3 dead jobs of type &#39;sync&#39;." in page
-    assert queue.job_page(job_type="sync").jobs == ()
+    assert dashboard_ops(queue).job_page(job_type="sync").jobs == ()
     _, page = dashboard.post(
         "/actions/cancel", csrf=csrf, ids=[str(i) for i in waiting], confirmed="1", next="/jobs"
     )

@@ -13,8 +13,8 @@ import pytest
 
 import jobvisor
 from jobvisor import JobContext, JobStatus, Registry
-from jobvisor.queue.engine import Plan, Step
 from jobvisor.queue.model import UTC, Job
+from jobvisor.queue.plan import Plan, Step
 from jobvisor.worker.loop import Worker
 
 DEADLINE = 30.0

@@ -17,7 +17,6 @@ from .errors import (
     SchemaMissing,
 )
 from .model import (
-    Cancelled,
     Job,
     JobStatus,
     Limit,
@@ -25,17 +24,14 @@ from .model import (
     LimitSource,
     NewJob,
     OnConflict,
-    Readiness,
-    Renewal,
     RetryPolicy,
     Schedule,
-    Summary,
     TypeRequeue,
     Unique,
-    XminHolder,
 )
 from .notices import Notice, NoticeKind
 from .redact import redact_url
+from .reports import Cancelled, Readiness, Renewal, Summary, XminHolder
 
 __all__ = [
     "AsyncQueue",

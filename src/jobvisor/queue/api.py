@@ -9,65 +9,29 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import datetime as dt
-import functools
 import time
 import urllib.parse
 import uuid
-from collections.abc import AsyncGenerator, Awaitable, Callable, Iterable, Mapping
-from typing import Any, Concatenate, ParamSpec, TypeVar
+from collections.abc import AsyncGenerator, Callable, Iterable, Mapping
+from typing import Any
 
-from . import batches, browse, notices, ops, validate, web_sessions
+from . import batches, notices, ops, validate
 from .batch_scope import AsyncOpenBatch, OpenBatch
-from .engine import (
-    POSTGRES,
-    SQLITE,
-    AsyncPostgresRunner,
-    AsyncRunner,
-    AsyncSqliteRunner,
-    BorrowedRunner,
-    Plan,
-    PostgresRunner,
-    SqliteRunner,
-    SyncRunner,
-    check_conninfo,
-)
+from .bound import AsyncBound, SyncBound, bind_async, bind_sync
+from .drivers.borrowed import BorrowedRunner
+from .drivers.postgres.dialect import POSTGRES
+from .drivers.postgres.errors import check_conninfo
+from .drivers.postgres.notify import listen_postgres
+from .drivers.postgres.runner import PostgresRunner
+from .drivers.postgres.runner_async import AsyncPostgresRunner
+from .drivers.sqlite.dialect import SQLITE
+from .drivers.sqlite.notify import poll_sqlite
+from .drivers.sqlite.runner import AsyncSqliteRunner, SqliteRunner
 from .errors import InvalidArgument
 from .model import DEFAULT_RETRY, Job, RetryPolicy
 from .notices import Notice
+from .plan import AsyncRunner, SyncRunner
 from .redact import redact_text, redact_url, remember_secrets
-
-P = ParamSpec("P")
-T = TypeVar("T")
-
-
-class _SyncBound:
-    _runner: SyncRunner
-    _ctx: ops.Ctx
-
-
-class _AsyncBound:
-    _runner: AsyncRunner
-    _ctx: ops.Ctx
-
-
-def _sync(
-    op: Callable[Concatenate[ops.Ctx, P], Plan[T]],
-) -> Callable[Concatenate[_SyncBound, P], T]:
-    @functools.wraps(op)
-    def method(self: _SyncBound, /, *args: P.args, **kwargs: P.kwargs) -> T:
-        return self._runner.run(op(self._ctx, *args, **kwargs))
-
-    return method
-
-
-def _async(
-    op: Callable[Concatenate[ops.Ctx, P], Plan[T]],
-) -> Callable[Concatenate[_AsyncBound, P], Awaitable[T]]:
-    @functools.wraps(op)
-    async def method(self: _AsyncBound, /, *args: P.args, **kwargs: P.kwargs) -> T:
-        return await self._runner.run(op(self._ctx, *args, **kwargs))
-
-    return method
 
 
 class _Waiters:
@@ -130,37 +94,37 @@ class _Waiters:
             self._task = None
 
 
-class DeadJobs(_SyncBound):
+class DeadJobs(SyncBound):
     """`queue.dead`: jobs that ran out of attempts."""
 
     def __init__(self, runner: SyncRunner, ctx: ops.Ctx) -> None:
         self._runner, self._ctx = runner, ctx
 
-    list = _sync(ops.dead_list)
-    count = _sync(ops.dead_count)
-    get = _sync(ops.dead_get)
-    requeue = _sync(ops.dead_requeue)
-    requeue_type = _sync(ops.dead_requeue_type)
-    discard = _sync(ops.dead_discard)
-    discard_type = _sync(ops.dead_discard_type)
+    list = bind_sync(ops.dead_list)
+    count = bind_sync(ops.dead_count)
+    get = bind_sync(ops.dead_get)
+    requeue = bind_sync(ops.dead_requeue)
+    requeue_type = bind_sync(ops.dead_requeue_type)
+    discard = bind_sync(ops.dead_discard)
+    discard_type = bind_sync(ops.dead_discard_type)
 
 
-class AsyncDeadJobs(_AsyncBound):
+class AsyncDeadJobs(AsyncBound):
     """`queue.dead` of an `AsyncQueue`."""
 
     def __init__(self, runner: AsyncRunner, ctx: ops.Ctx) -> None:
         self._runner, self._ctx = runner, ctx
 
-    list = _async(ops.dead_list)
-    count = _async(ops.dead_count)
-    get = _async(ops.dead_get)
-    requeue = _async(ops.dead_requeue)
-    requeue_type = _async(ops.dead_requeue_type)
-    discard = _async(ops.dead_discard)
-    discard_type = _async(ops.dead_discard_type)
+    list = bind_async(ops.dead_list)
+    count = bind_async(ops.dead_count)
+    get = bind_async(ops.dead_get)
+    requeue = bind_async(ops.dead_requeue)
+    requeue_type = bind_async(ops.dead_requeue_type)
+    discard = bind_async(ops.dead_discard)
+    discard_type = bind_async(ops.dead_discard_type)
 
 
-class Queue(_SyncBound):
+class Queue(SyncBound):
     """A durable job queue on PostgreSQL or SQLite, for blocking code.
 
     Thread-safe: PostgreSQL calls take a connection from the pool; SQLite
@@ -180,66 +144,44 @@ class Queue(_SyncBound):
         """The largest result, in bytes of JSON, a completion stores."""
         return self._ctx.max_result_bytes
 
-    check = _sync(ops.check)
-    migrate = _sync(ops.migrate)
-    schema_version = _sync(ops.schema_version)
-    enqueue = _sync(ops.enqueue)
-    enqueue_many = _sync(ops.enqueue_many)
-    claim = _sync(ops.claim)
-    renew = _sync(ops.renew)
-    renew_many = _sync(ops.renew_many)
-    renew_held = _sync(ops.renew_held)
-    complete = _sync(ops.complete)
-    complete_many = _sync(ops.complete_many)
-    fail = _sync(ops.fail)
-    snooze = _sync(ops.snooze)
-    release = _sync(ops.release)
-    release_many = _sync(ops.release_many)
-    cancel_held = _sync(ops.cancel_held)
-    reap_expired = _sync(ops.reap_expired)
-    reap_expired_by_type = _sync(ops.reap_expired_by_type)
-    requeue_crashed = _sync(ops.requeue_crashed)
+    check = bind_sync(ops.check)
+    migrate = bind_sync(ops.migrate)
+    schema_version = bind_sync(ops.schema_version)
+    enqueue = bind_sync(ops.enqueue)
+    enqueue_many = bind_sync(ops.enqueue_many)
+    claim = bind_sync(ops.claim)
+    renew = bind_sync(ops.renew)
+    renew_many = bind_sync(ops.renew_many)
+    complete = bind_sync(ops.complete)
+    complete_many = bind_sync(ops.complete_many)
+    fail = bind_sync(ops.fail)
+    snooze = bind_sync(ops.snooze)
+    release = bind_sync(ops.release)
+    release_many = bind_sync(ops.release_many)
+    cancel_held = bind_sync(ops.cancel_held)
+    reap_expired = bind_sync(ops.reap_expired)
+    reap_expired_by_type = bind_sync(ops.reap_expired_by_type)
+    requeue_crashed = bind_sync(ops.requeue_crashed)
     release_worker = requeue_crashed  # the former name of requeue_crashed, deprecated
-    cleanup = _sync(ops.cleanup)
-    summary = _sync(ops.summary)
-    oldest_xmin = _sync(ops.oldest_xmin)
-    get = _sync(ops.get)
-    cancel = _sync(ops.cancel)
-    pause = _sync(ops.pause)
-    resume = _sync(ops.resume)
-    paused = _sync(ops.paused)
-    set_limit = _sync(ops.set_limit)
-    clear_limit = _sync(ops.clear_limit)
-    limits = _sync(ops.limits)
-    prune_key_buckets = _sync(ops.prune_key_buckets)
-    limits_sync = _sync(ops.limits_sync)
-    cancel_many = _sync(ops.cancel_many)
-    leader_attempt_elect = _sync(ops.leader_attempt_elect)
-    leader_resign = _sync(ops.leader_resign)
-    schedules = _sync(ops.schedules)
-    schedule_run = _sync(ops.schedule_run)
-    schedule_sync = _sync(ops.schedule_sync)
-    schedule_next_ticks = _sync(ops.schedule_next_ticks)
-    schedule_fire = _sync(ops.schedule_fire)
-    job_page = _sync(browse.job_page)
-    queue_states = _sync(browse.queue_states)
-    throughput = _sync(browse.throughput)
-    supervisor_heartbeat = _sync(browse.supervisor_heartbeat)
-    supervisors = _sync(browse.supervisors)
-    supervisor_forget = _sync(browse.supervisor_forget)
-    supervisor_prune = _sync(browse.supervisor_prune)
-    running_by_worker = _sync(browse.running_by_worker)
-    web_session_start = _sync(web_sessions.web_session_start)
-    web_session_alive = _sync(web_sessions.web_session_alive)
-    web_session_end = _sync(web_sessions.web_session_end)
-
-    batch_add = _sync(batches.batch_add)
-    batch_add_many = _sync(batches.batch_add_many)
-    batch_close = _sync(batches.batch_close)
-    get_batch = _sync(batches.get_batch)
-    batch_results = _sync(batches.batch_results)
-    batch_sweep = _sync(batches.batch_sweep)
-    batch_cleanup = _sync(batches.batch_cleanup)
+    cleanup = bind_sync(ops.cleanup)
+    summary = bind_sync(ops.summary)
+    oldest_xmin = bind_sync(ops.oldest_xmin)
+    get = bind_sync(ops.get)
+    cancel = bind_sync(ops.cancel)
+    pause = bind_sync(ops.pause)
+    resume = bind_sync(ops.resume)
+    paused = bind_sync(ops.paused)
+    set_limit = bind_sync(ops.set_limit)
+    clear_limit = bind_sync(ops.clear_limit)
+    limits = bind_sync(ops.limits)
+    cancel_many = bind_sync(ops.cancel_many)
+    schedules = bind_sync(ops.schedules)
+    schedule_run = bind_sync(ops.schedule_run)
+    batch_add = bind_sync(batches.batch_add)
+    batch_add_many = bind_sync(batches.batch_add_many)
+    batch_close = bind_sync(batches.batch_close)
+    get_batch = bind_sync(batches.get_batch)
+    batch_results = bind_sync(batches.batch_results)
 
     def batch(
         self,
@@ -294,7 +236,7 @@ class Queue(_SyncBound):
         return f"Queue({redact_url(self.url)!r})"
 
 
-class AsyncQueue(_AsyncBound):
+class AsyncQueue(AsyncBound):
     """The same queue for asyncio code: every method is a coroutine.
 
     On PostgreSQL it uses an `AsyncConnectionPool`, opened on first use; on
@@ -325,66 +267,44 @@ class AsyncQueue(_AsyncBound):
         """The largest result, in bytes of JSON, a completion stores."""
         return self._ctx.max_result_bytes
 
-    check = _async(ops.check)
-    migrate = _async(ops.migrate)
-    schema_version = _async(ops.schema_version)
-    enqueue = _async(ops.enqueue)
-    enqueue_many = _async(ops.enqueue_many)
-    claim = _async(ops.claim)
-    renew = _async(ops.renew)
-    renew_many = _async(ops.renew_many)
-    renew_held = _async(ops.renew_held)
-    complete = _async(ops.complete)
-    complete_many = _async(ops.complete_many)
-    fail = _async(ops.fail)
-    snooze = _async(ops.snooze)
-    release = _async(ops.release)
-    release_many = _async(ops.release_many)
-    cancel_held = _async(ops.cancel_held)
-    reap_expired = _async(ops.reap_expired)
-    reap_expired_by_type = _async(ops.reap_expired_by_type)
-    requeue_crashed = _async(ops.requeue_crashed)
+    check = bind_async(ops.check)
+    migrate = bind_async(ops.migrate)
+    schema_version = bind_async(ops.schema_version)
+    enqueue = bind_async(ops.enqueue)
+    enqueue_many = bind_async(ops.enqueue_many)
+    claim = bind_async(ops.claim)
+    renew = bind_async(ops.renew)
+    renew_many = bind_async(ops.renew_many)
+    complete = bind_async(ops.complete)
+    complete_many = bind_async(ops.complete_many)
+    fail = bind_async(ops.fail)
+    snooze = bind_async(ops.snooze)
+    release = bind_async(ops.release)
+    release_many = bind_async(ops.release_many)
+    cancel_held = bind_async(ops.cancel_held)
+    reap_expired = bind_async(ops.reap_expired)
+    reap_expired_by_type = bind_async(ops.reap_expired_by_type)
+    requeue_crashed = bind_async(ops.requeue_crashed)
     release_worker = requeue_crashed  # the former name of requeue_crashed, deprecated
-    cleanup = _async(ops.cleanup)
-    summary = _async(ops.summary)
-    oldest_xmin = _async(ops.oldest_xmin)
-    get = _async(ops.get)
-    cancel = _async(ops.cancel)
-    pause = _async(ops.pause)
-    resume = _async(ops.resume)
-    paused = _async(ops.paused)
-    set_limit = _async(ops.set_limit)
-    clear_limit = _async(ops.clear_limit)
-    limits = _async(ops.limits)
-    prune_key_buckets = _async(ops.prune_key_buckets)
-    limits_sync = _async(ops.limits_sync)
-    cancel_many = _async(ops.cancel_many)
-    leader_attempt_elect = _async(ops.leader_attempt_elect)
-    leader_resign = _async(ops.leader_resign)
-    schedules = _async(ops.schedules)
-    schedule_run = _async(ops.schedule_run)
-    schedule_sync = _async(ops.schedule_sync)
-    schedule_next_ticks = _async(ops.schedule_next_ticks)
-    schedule_fire = _async(ops.schedule_fire)
-    job_page = _async(browse.job_page)
-    queue_states = _async(browse.queue_states)
-    throughput = _async(browse.throughput)
-    supervisor_heartbeat = _async(browse.supervisor_heartbeat)
-    supervisors = _async(browse.supervisors)
-    supervisor_forget = _async(browse.supervisor_forget)
-    supervisor_prune = _async(browse.supervisor_prune)
-    running_by_worker = _async(browse.running_by_worker)
-    web_session_start = _async(web_sessions.web_session_start)
-    web_session_alive = _async(web_sessions.web_session_alive)
-    web_session_end = _async(web_sessions.web_session_end)
-
-    batch_add = _async(batches.batch_add)
-    batch_add_many = _async(batches.batch_add_many)
-    batch_close = _async(batches.batch_close)
-    get_batch = _async(batches.get_batch)
-    batch_results = _async(batches.batch_results)
-    batch_sweep = _async(batches.batch_sweep)
-    batch_cleanup = _async(batches.batch_cleanup)
+    cleanup = bind_async(ops.cleanup)
+    summary = bind_async(ops.summary)
+    oldest_xmin = bind_async(ops.oldest_xmin)
+    get = bind_async(ops.get)
+    cancel = bind_async(ops.cancel)
+    pause = bind_async(ops.pause)
+    resume = bind_async(ops.resume)
+    paused = bind_async(ops.paused)
+    set_limit = bind_async(ops.set_limit)
+    clear_limit = bind_async(ops.clear_limit)
+    limits = bind_async(ops.limits)
+    cancel_many = bind_async(ops.cancel_many)
+    schedules = bind_async(ops.schedules)
+    schedule_run = bind_async(ops.schedule_run)
+    batch_add = bind_async(batches.batch_add)
+    batch_add_many = bind_async(batches.batch_add_many)
+    batch_close = bind_async(batches.batch_close)
+    get_batch = bind_async(batches.get_batch)
+    batch_results = bind_async(batches.batch_results)
 
     def batch(
         self,
@@ -458,10 +378,10 @@ class AsyncQueue(_AsyncBound):
         closes with it."""
         names = ops.queue_names("queues", queues)
         if not self._ctx.dialect.notifies:
-            return notices.poll_sqlite(self._runner.target, names)
+            return poll_sqlite(self._runner.target, names)
         if self._listen is None:
             return notices.poll_unheard(notices.UNHEARD_POLL)
-        return notices.listen_postgres(self._listen, names)
+        return listen_postgres(self._listen, names)
 
     async def close(self) -> None:
         await self._waiters.close()

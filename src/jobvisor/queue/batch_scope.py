@@ -15,9 +15,9 @@ from collections.abc import Iterable
 from typing import Any
 
 from . import batches
-from .engine import AsyncRunner, Plan, SyncRunner
 from .errors import InvalidArgument
 from .ops import Ctx
+from .plan import AsyncRunner, Plan, SyncRunner
 
 
 class _Scope:

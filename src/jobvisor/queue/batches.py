@@ -30,9 +30,11 @@ from typing import Any, Final
 from . import ops, validate
 from .batch_sql import for_dialect
 from .correlation import current_correlation_id
-from .engine import COMMIT, Plan, Steps, Stmt
 from .errors import BatchFinished, BatchNotFound, InvalidArgument
 from .model import Job, JobStatus, NewJob, new_job_id, payload_json
+from .ops.recovery import retention_ages
+from .ops.scheduling import _time_out
+from .plan import COMMIT, Plan, Steps, Stmt
 
 # The callbacks a batch may have, by the keyword that sets each.
 CALLBACK_KINDS: Final = {"on_success": "success", "on_failure": "failure", "on_finish": "finish"}
@@ -323,9 +325,9 @@ def get_batch(ctx: ops.Ctx, batch_id: uuid.UUID | str) -> Plan[BatchStatus]:
             unfinished=row[4],
             counts={status: n for status, n in sorted(counts)},
             callbacks={kind: d.id_out(job_id) for kind, job_id in callbacks},
-            created_at=ops._time_out(row[6]) or dt.datetime.min,
-            closed_at=ops._time_out(row[7]),
-            finished_at=ops._time_out(row[8]),
+            created_at=_time_out(row[6]) or dt.datetime.min,
+            closed_at=_time_out(row[7]),
+            finished_at=_time_out(row[8]),
         )
 
     return Plan(steps(), write=False, transaction=False)
@@ -404,7 +406,7 @@ def batch_cleanup(
     than its status's `older_than` ago (as `cleanup` takes it; a status kept
     keeps its batches). `cleanup` leaves batches' jobs to this. Each batch
     goes in a transaction of its own; returns how many batches were deleted."""
-    ages = ops.retention_ages(older_than)
+    ages = retention_ages(older_than)
     validate.count("batch_size", batch_size, high=validate.MAX_BATCH_SIZE)
     d = ctx.dialect
     s = for_dialect(d.name)

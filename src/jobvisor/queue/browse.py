@@ -1,4 +1,4 @@
-"""What the dashboard reads, and the fleet's heartbeats: operations written
+"""What the dashboard reads: operations written
 once for both engines, bound to `Queue` and `AsyncQueue` like those of `ops`.
 
 Every read is bounded and index-backed, so a page costs the same on a table
@@ -17,7 +17,7 @@ enqueue or retry):
   sample of the table's pages (PostgreSQL's TABLESAMPLE) and shown as
   "about" (`Count.exact` is False); SQLite counts it exactly;
 - the finished jobs per minute come from the finish-time index;
-- the fleet is the `jobvisor_supervisors` table, one row per supervisor.
+- the fleet (`queue.fleet`) is the `jobvisor_supervisors` table, one row per supervisor.
 """
 
 from __future__ import annotations
@@ -25,17 +25,16 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import enum
-import json
 import uuid
 from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
 from . import validate
 from .correlation import job_of_correlation, own_correlation_id
-from .engine import Dialect, Plan, Steps, Stmt
 from .errors import InvalidArgument
 from .model import UTC, JobStatus, LimitScope
 from .ops import Ctx, limit_from_row
+from .plan import Dialect, Plan, Steps, Stmt
 
 COUNT_CAP: Final = 1_000  # jobs counted exactly per status before sampling
 SAMPLE_ROWS: Final = 10_000  # about how many rows a sampled count reads
@@ -43,7 +42,6 @@ PAGE_DEFAULT: Final = 50
 PAGE_MAX: Final = 500
 THROUGHPUT_MINUTES: Final = 60
 MINUTE_CAP: Final = 200  # finished jobs counted per minute and status before estimating
-SUPERVISOR_FRESH: Final = 30.0  # a supervisor silent for longer is not shown
 PREVIEW_CHARS: Final = 200  # the statements cut payloads and errors to this
 _EPOCH: Final = dt.datetime(1970, 1, 1, tzinfo=UTC)
 _MICROSECOND: Final = dt.timedelta(microseconds=1)
@@ -121,38 +119,6 @@ class Minute:
     completed: int
     dead: int
     exact: bool = True
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class SupervisorBeat:
-    """What a supervisor writes about itself every few seconds. `workers`
-    holds one mapping per worker (id, pid, restarts, jobs running)."""
-
-    id: str
-    host: str
-    pid: int
-    version: str
-    leader: bool
-    workers: Sequence[Mapping[str, Any]]
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class SupervisorRow:
-    """A supervisor as the fleet view shows it; `now` is the database's time."""
-
-    id: str
-    host: str
-    pid: int
-    version: str
-    started_at: dt.datetime
-    heartbeat_at: dt.datetime
-    leader: bool
-    workers: tuple[dict[str, Any], ...]
-    now: dt.datetime
-
-    @property
-    def uptime(self) -> float:
-        return max(0.0, (self.now - self.started_at).total_seconds())
 
 
 def _time(value: Any) -> dt.datetime:
@@ -536,83 +502,3 @@ def _per_minute(minute: int, counted: Any, last_at: Any, cap: int) -> Count:
         return Count(n)
     took = (_time(last_at) - dt.datetime.fromtimestamp(minute * 60, UTC)).total_seconds()
     return Count(max(n, round(n * 60.0 / max(took, 0.001))), exact=False)
-
-
-# --- the fleet ----------------------------------------------------------------------
-
-
-def supervisor_heartbeat(ctx: Ctx, beat: SupervisorBeat) -> Plan[None]:
-    """Write (or refresh) a supervisor's row."""
-    params = {
-        "id": beat.id,
-        "host": beat.host,
-        "pid": beat.pid,
-        "version": beat.version,
-        "leader": beat.leader,
-        "workers": json.dumps([dict(w) for w in beat.workers]),
-        "now": ctx.now(),
-    }
-    sql = ctx.dialect.sql.SUPERVISOR_HEARTBEAT
-
-    def steps() -> Steps[None]:
-        yield Stmt(sql, params)
-
-    return Plan(steps(), transaction=False)
-
-
-def supervisors(ctx: Ctx, *, fresh: float = SUPERVISOR_FRESH) -> Plan[list[SupervisorRow]]:
-    """The supervisors heard from within `fresh` seconds, by host."""
-    fresh = validate.seconds("fresh", fresh, positive=True, high=validate.MAX_INTERVAL)
-    sql = ctx.dialect.sql.SUPERVISOR_LIST
-    params = {"fresh": fresh, "now": ctx.now()}
-
-    def steps() -> Steps[list[SupervisorRow]]:
-        rows = yield Stmt(sql, params, fetch="all")
-        return [
-            SupervisorRow(
-                id=r[0],
-                host=r[1],
-                pid=int(r[2]),
-                version=r[3],
-                started_at=_time(r[4]),
-                heartbeat_at=_time(r[5]),
-                leader=bool(r[6]),
-                workers=tuple(json.loads(r[7])),
-                now=_time(r[8]),
-            )
-            for r in sorted(rows, key=lambda r: (r[1], _time(r[4]), r[0]))
-        ]
-
-    return Plan(steps(), write=False, transaction=False)
-
-
-def running_by_worker(ctx: Ctx) -> Plan[dict[str, int]]:
-    """How many jobs each worker is running, by worker id."""
-    sql = ctx.dialect.sql.JOB_RUNNING_BY_WORKER
-
-    def steps() -> Steps[dict[str, int]]:
-        return {r[0]: int(r[1]) for r in (yield Stmt(sql, {}, fetch="all"))}
-
-    return Plan(steps(), write=False, transaction=False)
-
-
-def supervisor_forget(ctx: Ctx, supervisor_id: str) -> Plan[None]:
-    """Delete a supervisor's row (at its clean stop)."""
-    sql = ctx.dialect.sql.SUPERVISOR_DELETE
-
-    def steps() -> Steps[None]:
-        yield Stmt(sql, {"id": supervisor_id})
-
-    return Plan(steps(), transaction=False)
-
-
-def supervisor_prune(ctx: Ctx, older_than: float) -> Plan[int]:
-    """Delete the rows of supervisors silent for more than `older_than`
-    seconds; how many."""
-    age = validate.seconds("older_than", older_than, positive=True, high=validate.MAX_INTERVAL)
-    sql = ctx.dialect.sql.SUPERVISOR_PRUNE
-
-    def steps() -> Steps[int]:
-        return int((yield Stmt(sql, {"age": age, "now": ctx.now()})))
-
-    return Plan(steps(), transaction=False)

@@ -20,9 +20,9 @@ from typing import Any
 
 from . import validate
 from .correlation import current_correlation_id
-from .engine import Dialect
 from .errors import InvalidArgument, MissingCorrelationId
 from .model import DEFAULT_MAX_ATTEMPTS, DEFAULT_QUEUE, NewJob, new_job_ids, payload_json
+from .plan import Dialect
 
 # The options a row may set and still take the quick checks.
 QUICK_KEYS = frozenset({"job_type", "payload", "queue", "priority", "max_attempts"})

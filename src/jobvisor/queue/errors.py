@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import enum
 import uuid
 
 from .redact import redact_text
@@ -85,3 +86,11 @@ class BatchFinished(InvalidArgument):
             f"batch {batch_id} has finished: expected a batch whose callbacks are not "
             "enqueued yet (open a new batch for more jobs)"
         )
+
+
+class Fault(enum.StrEnum):
+    """What an error from the database means for a retry (see `queue.faults`)."""
+
+    UNREACHABLE = "unreachable"
+    MAY_PASS = "may_pass"
+    PERMANENT = "permanent"

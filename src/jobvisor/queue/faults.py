@@ -21,40 +21,23 @@ one (`DatabaseUnavailable`, `DatabaseError`) through its `__cause__`.
 
 from __future__ import annotations
 
-import enum
-import sqlite3
 from typing import Final
 
-import psycopg
+from .drivers.postgres.errors import classify_postgres
+from .drivers.sqlite.errors import classify_sqlite
+from .errors import DatabaseUnavailable, Fault
 
-from .errors import DatabaseUnavailable
+__all__ = ["Fault", "classify"]
 
-# SQLSTATE classes and codes that mean the connection, not the statement, failed.
-_CONNECTION_CLASSES: Final = frozenset({"08"})  # connection exception
-_SHUTDOWN_CODES: Final = frozenset({"57P01", "57P02", "57P03"})  # admin/crash shutdown, starting
-# SQLSTATE classes whose errors pass with time: transaction rollback (40),
-# insufficient resources (53), object not in prerequisite state (55: lock
-# not available), operator intervention (57: statement cancelled), system
-# error (58: I/O).
-_TRANSIENT_CLASSES: Final = frozenset({"40", "53", "55", "57", "58"})
-_READ_ONLY: Final = "25006"  # read_only_sql_transaction: a read-only server or standby
-_SQLITE_SCHEMA: Final = ("no such table", "no such column")
 _MAX_CAUSES: Final = 8  # how far down a chain of wrapped exceptions to look
-
-
-class Fault(enum.StrEnum):
-    UNREACHABLE = "unreachable"
-    MAY_PASS = "may_pass"
-    PERMANENT = "permanent"
 
 
 def classify(exc: BaseException) -> Fault:
     """The kind of `exc`, for a caller deciding whether to retry it."""
     for _ in range(_MAX_CAUSES):
-        if isinstance(exc, psycopg.Error):
-            return _classify_psycopg(exc)
-        if isinstance(exc, sqlite3.Error):
-            return _classify_sqlite(exc)
+        fault = classify_postgres(exc) or classify_sqlite(exc)
+        if fault is not None:
+            return fault
         if isinstance(exc, ConnectionError | TimeoutError):
             return Fault.UNREACHABLE
         cause = exc.__cause__
@@ -62,28 +45,3 @@ def classify(exc: BaseException) -> Fault:
             break
         exc = cause
     return Fault.UNREACHABLE if isinstance(exc, DatabaseUnavailable) else Fault.PERMANENT
-
-
-def _classify_psycopg(exc: psycopg.Error) -> Fault:
-    state = exc.sqlstate
-    if isinstance(exc, psycopg.InterfaceError):
-        return Fault.UNREACHABLE  # the connection is closed or unusable
-    if state is None:
-        # No SQLSTATE: the server never answered (refused, reset, pool
-        # timeout); anything but an OperationalError is the client's own.
-        return Fault.UNREACHABLE if isinstance(exc, psycopg.OperationalError) else Fault.PERMANENT
-    if state[:2] in _CONNECTION_CLASSES or state in _SHUTDOWN_CODES:
-        return Fault.UNREACHABLE
-    if state == _READ_ONLY or state[:2] in _TRANSIENT_CLASSES:
-        return Fault.MAY_PASS
-    return Fault.PERMANENT
-
-
-def _classify_sqlite(exc: sqlite3.Error) -> Fault:
-    # OperationalError covers a locked or busy file, a full disk, a read-only
-    # file and an I/O error; the others (IntegrityError, DataError,
-    # ProgrammingError...) are the statement's own, and so is a missing
-    # table or column (also an OperationalError: the schema is not there).
-    if isinstance(exc, sqlite3.OperationalError) and not str(exc).startswith(_SQLITE_SCHEMA):
-        return Fault.MAY_PASS
-    return Fault.PERMANENT

@@ -1,6 +1,6 @@
 """Wake-ups from the queue: what `AsyncQueue.notifications()` yields.
 
-Every notice travels on one PostgreSQL channel (`sql_postgres.NOTIFY_CHANNEL`).
+Every notice travels on one PostgreSQL channel (`drivers.postgres.sql.NOTIFY_CHANNEL`).
 A new job's notice is the bare queue name, the smallest payload for the most
 frequent notice (and the one every deployed worker understands); any other
 kind is a JSON object `{"kind": …, "queue": …, "id": …}` that may carry more
@@ -16,19 +16,13 @@ import asyncio
 import dataclasses
 import enum
 import json
-import sqlite3
 import uuid
 from collections.abc import AsyncGenerator, Sequence
 from typing import Any, Final
 
-import psycopg
-
 from ..backoff import backoff
 from ..log import get_logger
-from . import sql_postgres
-from .engine import SqliteRunner, driver_text, refused_by_server, wrap_postgres, wrap_sqlite
-from .errors import DatabaseRefused, JobvisorError
-from .faults import Fault, classify
+from .drivers.shared import driver_text
 
 log = get_logger("queue")
 
@@ -97,51 +91,6 @@ class Notice:
 MISSED: Final = Notice(NoticeKind.MISSED)
 
 
-async def listen_postgres(
-    conninfo: str, queues: Sequence[str] | None
-) -> AsyncGenerator[Notice, None]:
-    """LISTEN on a connection of its own; a `missed` each time listening
-    begins (the first time too: what happened before was not heard).
-
-    While the database cannot be reached (`faults.Fault.UNREACHABLE`) the
-    connection is retried with backoff for as long as the caller iterates;
-    any other error is raised, wrapped (`DatabaseRefused` when the server
-    refused the first connection: a wrong password does not pass with time)."""
-    failures = 0
-    listened = False
-    while True:
-        try:
-            conn = await psycopg.AsyncConnection.connect(
-                conninfo, autocommit=True, connect_timeout=int(LISTEN_CONNECT_TIMEOUT)
-            )
-        except psycopg.Error as exc:
-            if not listened and refused_by_server(exc):
-                raise DatabaseRefused(
-                    f"the server refused the connection ({driver_text(exc)})"
-                ) from exc
-            if classify(exc) is not Fault.UNREACHABLE:
-                raise wrap_postgres(exc) from exc
-            failures += 1
-            await _pause("queue.listen_failed", exc, failures)
-            continue
-        try:
-            async with conn:
-                await conn.execute(sql_postgres.LISTEN)
-                if failures:
-                    log.info("queue.listen_restored")
-                yield MISSED
-                failures, listened = 0, True
-                async for notify in conn.notifies():
-                    notice = Notice.parse(notify.payload)
-                    if notice.concerns(queues):
-                        yield notice
-        except psycopg.Error as exc:
-            if classify(exc) is not Fault.UNREACHABLE:
-                raise wrap_postgres(exc) from exc
-            failures += 1
-            await _pause("queue.listen_lost", exc, failures)
-
-
 async def _pause(event: str, exc: BaseException, failures: int) -> None:
     delay = backoff(failures, base=RECONNECT_BASE, cap=RECONNECT_CAP)
     log.warning(event, error=driver_text(exc), retry_in=round(delay, 3))
@@ -156,45 +105,3 @@ async def poll_unheard(interval: float) -> AsyncGenerator[Notice, None]:
     while True:
         await asyncio.sleep(interval)
         yield Notice(NoticeKind.JOB)
-
-
-async def poll_sqlite(path: str, queues: Sequence[str] | None) -> AsyncGenerator[Notice, None]:
-    """A `job` notice (queue None) whenever another connection committed to
-    the file (`PRAGMA data_version`), polled every 5 ms just after a change and
-    backing off to 100 ms while nothing happens; a `missed` when polling
-    begins, and again after an error."""
-    runner = SqliteRunner(path)
-    conn: sqlite3.Connection | None = None
-    seen: int | None = None
-    interval = SQLITE_MIN_POLL
-    failures = 0
-    try:
-        while True:
-            try:
-                if conn is None:
-                    conn = await asyncio.to_thread(runner.connect)
-                (version,) = conn.execute("PRAGMA data_version").fetchone()
-            except (sqlite3.Error, JobvisorError) as exc:
-                if conn is not None:
-                    conn.close()
-                    conn = None
-                failures += 1
-                error = wrap_sqlite(exc) if isinstance(exc, sqlite3.Error) else exc
-                await _pause("queue.poll_failed", error, failures)
-                continue
-            if failures or seen is None:
-                failures = 0
-                yield MISSED
-            if seen is not None and version != seen:
-                interval = SQLITE_MIN_POLL
-                seen = version
-                notice = Notice(NoticeKind.JOB)
-                if notice.concerns(queues):
-                    yield notice
-            else:
-                seen = version
-                interval = min(interval * 2, SQLITE_MAX_POLL)
-            await asyncio.sleep(interval)
-    finally:
-        if conn is not None:
-            conn.close()

@@ -9,8 +9,8 @@ nothing a reader of the database could present as a cookie."""
 from __future__ import annotations
 
 from . import validate
-from .engine import Plan, Steps, Stmt
 from .ops import Ctx
+from .plan import Plan, Steps, Stmt
 
 MAX_SESSION_BYTES = 128  # a hex SHA-256 takes 64
 

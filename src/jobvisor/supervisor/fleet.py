@@ -20,7 +20,8 @@ from typing import Any, Final
 from .. import __version__
 from ..log import get_logger
 from ..queue.api import AsyncQueue
-from ..queue.browse import SupervisorBeat
+from ..queue.fleet import SupervisorBeat
+from ..queue.internal import dashboard_ops, service_ops
 from .children import Slot
 
 HEARTBEAT_INTERVAL: Final = 5.0
@@ -84,10 +85,10 @@ class Heartbeat:
     async def run_once(self) -> int:
         """Write the row; while leading, delete the silent rows (how many)."""
         beat = self.beat()
-        await self.queue.supervisor_heartbeat(beat)
+        await service_ops(self.queue).supervisor_heartbeat(beat)
         if not beat.leader:
             return 0
-        pruned = await self.queue.supervisor_prune(PRUNE_AFTER)
+        pruned = await service_ops(self.queue).supervisor_prune(PRUNE_AFTER)
         if pruned:
             log.info("fleet.pruned", count=pruned, silent_for=PRUNE_AFTER)
         return pruned
@@ -96,6 +97,6 @@ class Heartbeat:
         """Delete this supervisor's row (its clean stop); an error is logged."""
         try:
             async with asyncio.timeout(FORGET_WAIT):
-                await self.queue.supervisor_forget(self.supervisor_id)
+                await dashboard_ops(self.queue).supervisor_forget(self.supervisor_id)
         except Exception as exc:
             log.warning("fleet.forget_failed", error=f"{type(exc).__name__}: {exc}")

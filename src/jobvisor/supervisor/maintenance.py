@@ -25,7 +25,9 @@ from typing import Any, Final, Protocol
 
 from ..log import get_logger
 from ..queue.api import AsyncQueue
-from ..queue.model import JobStatus, Summary
+from ..queue.internal import service_ops
+from ..queue.model import JobStatus
+from ..queue.reports import Summary
 from ..schedules import ScheduleSpec, due_ticks
 
 LEADER_NAME: Final = "maintenance"
@@ -107,10 +109,10 @@ class Cleaner:
         count = await self.queue.cleanup(self.config.retention)
         if count:
             log.info("maintenance.jobs_deleted", count=count)
-        batches = await self.queue.batch_cleanup(self.config.retention)
+        batches = await service_ops(self.queue).batch_cleanup(self.config.retention)
         if batches:
             log.info("maintenance.batches_deleted", count=batches)
-        buckets = await self.queue.prune_key_buckets()
+        buckets = await service_ops(self.queue).prune_key_buckets()
         if buckets:
             log.debug("maintenance.key_buckets_pruned", count=buckets)
         return count
@@ -123,7 +125,7 @@ class BatchSweeperConfig:
 
 class BatchSweeper:
     """The safety net of batches: a closed batch with no unfinished member
-    whose callbacks were never enqueued gets them (`Queue.batch_sweep`). The
+    whose callbacks were never enqueued gets them (`service_ops(queue).batch_sweep`). The
     statement that finishes a batch's last member enqueues them itself, so a
     batch found here means something went wrong: it is logged as a warning."""
 
@@ -137,7 +139,7 @@ class BatchSweeper:
         return self.config.interval
 
     async def run_once(self) -> int:
-        count = await self.queue.batch_sweep()
+        count = await service_ops(self.queue).batch_sweep()
         if count:
             log.warning("maintenance.batches_swept", count=count)
         return count
@@ -219,8 +221,8 @@ class Scheduler:
 
     async def _sync(self, declared: Sequence[Mapping[str, Any]]) -> None:
         specs = [ScheduleSpec.from_message(message) for message in declared]
-        _, now = await self.queue.schedule_next_ticks()
-        await self.queue.schedule_sync([spec.row(now) for spec in specs])
+        _, now = await service_ops(self.queue).schedule_next_ticks()
+        await service_ops(self.queue).schedule_sync([spec.row(now) for spec in specs])
         self._specs = {spec.name: spec for spec in specs}
         self._synced = declared
         log.info("schedules.synced", count=len(specs), names=",".join(sorted(self._specs)))
@@ -234,7 +236,7 @@ class Scheduler:
             self._wait = SCHEDULER_IDLE
             return 0
         asked_at = time.monotonic()  # before the read: a lag errs on the long side
-        ticks, now = await self.queue.schedule_next_ticks()
+        ticks, now = await service_ops(self.queue).schedule_next_ticks()
         enqueued = 0
         soonest: float | None = None
         for name, next_run_at in ticks:
@@ -272,7 +274,7 @@ class Scheduler:
         """Fire `ticks` if the row still holds `expected`; `clock` is the
         database's time and the monotonic time it was read at (for the lag)."""
         row = dataclasses.replace(spec.row(expected), next_run_at=expected)
-        count = await self.queue.schedule_fire(row, ticks=ticks, next_run_at=following)
+        count = await service_ops(self.queue).schedule_fire(row, ticks=ticks, next_run_at=following)
         if count:
             now = clock[0] + dt.timedelta(seconds=time.monotonic() - clock[1])
             log.info("schedule.fired", schedule=spec.name, jobs=count, tick=ticks[-1].isoformat())
@@ -309,7 +311,7 @@ class Leadership:
         was_leader = self.is_leader
         asked_at = time.monotonic()
         try:
-            elected = await self.queue.leader_attempt_elect(
+            elected = await service_ops(self.queue).leader_attempt_elect(
                 self.lease_name, self.holder, ttl=self.ttl
             )
         except Exception:
@@ -328,7 +330,7 @@ class Leadership:
     async def resign(self) -> None:
         if self._valid_until:
             self._valid_until = 0.0
-            await self.queue.leader_resign(self.lease_name, self.holder)
+            await service_ops(self.queue).leader_resign(self.lease_name, self.holder)
             log.info("leader.resigned", holder=self.holder, lease=self.lease_name)
 
     @property

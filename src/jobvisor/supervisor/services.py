@@ -19,8 +19,9 @@ from ..metrics import Metrics
 from ..queue.api import AsyncQueue
 from ..queue.errors import DatabaseRefused, JobNotFound, SchemaMissing
 from ..queue.faults import Fault, classify
-from ..queue.model import JobStatus, Summary, XminHolder
+from ..queue.model import JobStatus
 from ..queue.redact import redact_text
+from ..queue.reports import Summary, XminHolder
 from . import decisions
 from .maintenance import (
     BatchSweeper,

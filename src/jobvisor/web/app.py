@@ -36,6 +36,7 @@ from ..log import get_logger
 from ..queue.api import AsyncQueue
 from ..queue.browse import COUNT_CAP, PAGE_DEFAULT, JobPage
 from ..queue.errors import InvalidArgument, JobNotFound, JobvisorError
+from ..queue.internal import dashboard_ops, service_ops
 from ..queue.model import JobStatus, LimitScope
 from . import views
 from .actions import MAX_BODY_BYTES, Action, parse_json
@@ -129,10 +130,10 @@ def _redirect(request: Request, target: str) -> RedirectResponse:
 async def overview(request: Request) -> Response:
     d: Dashboard = request.app.state.dashboard
     queues, minutes, fleet, running, limits = await asyncio.gather(
-        d.queue.queue_states(),
-        d.queue.throughput(),
-        d.queue.supervisors(),
-        d.queue.running_by_worker(),
+        dashboard_ops(d.queue).queue_states(),
+        dashboard_ops(d.queue).throughput(),
+        dashboard_ops(d.queue).supervisors(),
+        service_ops(d.queue).running_by_worker(),
         d.queue.limits(),
     )
     context = {
@@ -172,7 +173,7 @@ async def jobs(request: Request) -> Response:
 async def _page(
     queue: AsyncQueue, request: Request, filters: Mapping[str, str], limit: int = PAGE_DEFAULT
 ) -> JobPage:
-    return await queue.job_page(
+    return await dashboard_ops(queue).job_page(
         status=filters["status"],
         queue=filters["queue"],
         job_type=filters["job_type"],
@@ -329,7 +330,7 @@ def _api_error(status: int, message: str) -> Response:
 
 async def api_queues(request: Request) -> Response:
     d: Dashboard = request.app.state.dashboard
-    return ApiResponse({"queues": await d.queue.queue_states()})
+    return ApiResponse({"queues": await dashboard_ops(d.queue).queue_states()})
 
 
 async def api_jobs(request: Request) -> Response:
@@ -359,13 +360,15 @@ async def api_schedules(request: Request) -> Response:
 
 async def api_supervisors(request: Request) -> Response:
     d: Dashboard = request.app.state.dashboard
-    fleet, running = await asyncio.gather(d.queue.supervisors(), d.queue.running_by_worker())
+    fleet, running = await asyncio.gather(
+        dashboard_ops(d.queue).supervisors(), service_ops(d.queue).running_by_worker()
+    )
     return ApiResponse({"supervisors": fleet, "running_by_worker": running})
 
 
 async def api_throughput(request: Request) -> Response:
     d: Dashboard = request.app.state.dashboard
-    return ApiResponse({"minutes": await d.queue.throughput()})
+    return ApiResponse({"minutes": await dashboard_ops(d.queue).throughput()})
 
 
 async def api_act(request: Request) -> Response:

@@ -27,6 +27,7 @@ from typing import Final
 from starlette.requests import Request
 
 from ..queue.api import AsyncQueue
+from ..queue.internal import dashboard_ops
 
 SESSION_COOKIE: Final = "jobvisor_session"
 SESSION_MAX_AGE: Final = 12 * 3600
@@ -74,7 +75,7 @@ class Guard:
             and isinstance(held, str)
             and hmac.compare_digest(held.encode(), self._digest.encode())
             and isinstance(session, str)
-            and await self._queue.web_session_alive(_session_digest(session))
+            and await dashboard_ops(self._queue).web_session_alive(_session_digest(session))
         )
         request.state.logged_in = found
         return found
@@ -82,7 +83,9 @@ class Guard:
     async def log_in(self, request: Request) -> None:
         request.session.clear()  # a fresh session (and CSRF token) at login
         session = secrets.token_urlsafe(32)
-        await self._queue.web_session_start(_session_digest(session), ttl=SESSION_MAX_AGE)
+        await dashboard_ops(self._queue).web_session_start(
+            _session_digest(session), ttl=SESSION_MAX_AGE
+        )
         request.session[_ADMIN] = self._digest
         request.session[_SESSION_ID] = session
         request.state.logged_in = True
@@ -91,7 +94,7 @@ class Guard:
         """End the session everywhere: its record goes, then its cookie."""
         session = request.session.get(_SESSION_ID)
         if isinstance(session, str):
-            await self._queue.web_session_end(_session_digest(session))
+            await dashboard_ops(self._queue).web_session_end(_session_digest(session))
         request.session.clear()
         request.state.logged_in = False
 

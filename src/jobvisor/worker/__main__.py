@@ -36,6 +36,7 @@ from ..exitcodes import ExitCode
 from ..log import get_logger, setup_logging
 from ..queue.api import AsyncQueue, connect_async
 from ..queue.errors import DatabaseRefused, DatabaseUnavailable, InvalidArgument, JobvisorError
+from ..queue.internal import service_ops
 from ..schedules import InvalidSchedule
 from .loop import Worker, auto_concurrency
 from .protocol import (
@@ -145,7 +146,7 @@ async def serve(config: Config, registry: Registry, channel: ControlChannel, wor
 async def _write_limits(queue: AsyncQueue, registry: Registry, worker_id: str) -> None:
     """Write the registry's declared limits (the code is their source of
     truth), before the first claim: every host then obeys the same numbers."""
-    changed = await queue.limits_sync(registry.limits, job_types=registry.job_types)
+    changed = await service_ops(queue).limits_sync(registry.limits, job_types=registry.job_types)
     if changed:
         log.info(
             "worker.limits_written",

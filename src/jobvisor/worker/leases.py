@@ -17,6 +17,7 @@ import os
 from typing import TYPE_CHECKING
 
 from ..log import get_logger
+from ..queue.internal import service_ops
 from .protocol import HEARTBEAT_INTERVAL
 from .running import lose, request_cancel
 from .supervision import RETRY_BASE, Loop
@@ -43,7 +44,9 @@ async def renew_loop(worker: Worker) -> None:
         if worker._progress:
             progress, worker._progress = worker._progress, {}
         try:
-            renewal = await worker.queue.renew_held(held, lease=worker.lease, progress=progress)
+            renewal = await service_ops(worker.queue).renew_held(
+                held, lease=worker.lease, progress=progress
+            )
         except Exception as exc:
             if progress:  # written next time, unless newer progress came in since
                 worker._progress = {**progress, **worker._progress}

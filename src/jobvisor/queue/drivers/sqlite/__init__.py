@@ -1,0 +1,3 @@
+"""SQLite through sqlite3: the runners on one serialised connection, the
+dialect, the statements (`sql`), the polling that stands for notifications
+(`notify`) and the errors."""
