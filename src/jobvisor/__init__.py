@@ -22,6 +22,7 @@ from .queue import (
     current_correlation_id,
 )
 from .worker.registry import Cancel, JobContext, Registry, Snooze
+from .workflows import Workflow, WorkflowStatus, chain, group
 
 __version__ = "0.1.0"
 
@@ -44,9 +45,13 @@ __all__ = [
     "Snooze",
     "Summary",
     "Unique",
+    "Workflow",
+    "WorkflowStatus",
     "__version__",
+    "chain",
     "connect",
     "connect_async",
     "correlation_scope",
     "current_correlation_id",
+    "group",
 ]

@@ -16,7 +16,7 @@ import uuid
 from collections.abc import AsyncGenerator, Awaitable, Callable, Iterable, Mapping
 from typing import Any, Concatenate, ParamSpec, TypeVar
 
-from . import browse, notices, ops, validate
+from . import browse, notices, ops, validate, workflows
 from .engine import (
     POSTGRES,
     SQLITE,
@@ -228,6 +228,10 @@ class Queue(_SyncBound):
     supervisor_forget = _sync(browse.supervisor_forget)
     supervisor_prune = _sync(browse.supervisor_prune)
     running_by_worker = _sync(browse.running_by_worker)
+    enqueue_workflow = _sync(workflows.enqueue_workflow)
+    workflow = _sync(workflows.workflow)
+    cancel_workflow = _sync(workflows.cancel_workflow)
+    retry_workflow = _sync(workflows.retry_workflow)
 
     def wait(self, job_id: uuid.UUID | str, timeout: float | dt.timedelta | None = None) -> Job:
         """Block until the job is terminal (completed, dead or cancelled) and
@@ -346,6 +350,10 @@ class AsyncQueue(_AsyncBound):
     supervisor_forget = _async(browse.supervisor_forget)
     supervisor_prune = _async(browse.supervisor_prune)
     running_by_worker = _async(browse.running_by_worker)
+    enqueue_workflow = _async(workflows.enqueue_workflow)
+    workflow = _async(workflows.workflow)
+    cancel_workflow = _async(workflows.cancel_workflow)
+    retry_workflow = _async(workflows.retry_workflow)
 
     async def wait(
         self,
