@@ -17,8 +17,11 @@ task that returns `list[Order]` and refuses one that returns something else.
 
 A job may depend only on nodes added before it, so a workflow has no cycles.
 `after=` (job types) or `wf.after(...)` (any node) adds dependencies whose
-results the job does not take as arguments; a plain job reads its parents'
-results as `job.parent_results`. `on_parent_failure` says per dependency what
+results the job does not take: it only runs after them. A job of a plain
+job type takes a result by a placeholder in its payload
+(`wf.add("report", {"orders": a.result})`); its handler reads the payload
+with the result in place, and `job.parent_results` by node key. Only results
+a job takes are handed to it: a fan-in that only waits copies none. `on_parent_failure` says per dependency what
 a parent's death or cancel does to the child: "cancel" (the default: the
 child and, through their own defaults, its descendants end cancelled), "run"
 (it runs anyway; the failed parent's placeholder is None and
@@ -270,8 +273,8 @@ def chain(*steps: Step, name: str = "chain") -> Workflow:
     result. The first step is a task call (`fetch.args(day=...)`), a task
     taking no arguments, a job type, or a `(job_type, payload)` pair; each
     later one is a task, called with the previous result as its one
-    positional argument, or a job type, whose job reads it as
-    `job.parent_results`. A failure cancels the rest."""
+    positional argument, or a job type, whose payload is
+    `{"previous": <the previous result>}`. A failure cancels the rest."""
     if not steps:
         raise InvalidArgument("chain: expected at least one step")
     wf = Workflow(name)
@@ -280,7 +283,7 @@ def chain(*steps: Step, name: str = "chain") -> Workflow:
         if isinstance(step, Task):
             previous = wf.add(step, previous.result)
         elif isinstance(step, str):
-            previous = wf.add(step, None, after=[previous])
+            previous = wf.add(step, {"previous": previous.result})
         else:
             raise InvalidArgument(
                 f"chain: steps[{index}]={short(step)}: expected a task or a job type "

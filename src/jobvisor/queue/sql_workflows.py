@@ -32,7 +32,8 @@ class Postgres:
 
     WORKFLOW_EDGES_COPY: Final[LiteralString] = (
         # A workflow's dependencies, in binary.
-        "COPY jobvisor_workflow_edges (workflow_id, parent_id, child_id, on_failure)"
+        "COPY jobvisor_workflow_edges (workflow_id, parent_id, child_id, on_failure,"
+        " takes_result)"
         " FROM STDIN (FORMAT BINARY)"
     )
 
@@ -156,8 +157,8 @@ class Sqlite:
 
     WORKFLOW_EDGES_COPY: Final[LiteralString] = (
         # A workflow's dependencies through executemany.
-        "INSERT INTO jobvisor_workflow_edges (workflow_id, parent_id, child_id, on_failure)"
-        " VALUES (?, ?, ?, ?)"
+        "INSERT INTO jobvisor_workflow_edges (workflow_id, parent_id, child_id, on_failure,"
+        " takes_result) VALUES (?, ?, ?, ?, ?)"
     )
 
     WORKFLOW_GET: Final[LiteralString] = (

@@ -134,7 +134,7 @@ class WorkflowNotFound(JobNotFound):
 @dataclasses.dataclass(slots=True)
 class _Checked:
     rows: bulk.Rows
-    edges: list[tuple[int, int, str]]
+    edges: list[tuple[int, int, str, bool]]
     waiting_on: list[int]
 
 
@@ -192,13 +192,14 @@ def _check(ctx: Ctx, workflow: WorkflowSpec, workflow_id: uuid.UUID) -> _Checked
         )
     keys: dict[str, int] = {}
     jobs: list[NewJob] = []
-    edges: list[tuple[int, int, str]] = []
+    edges: list[tuple[int, int, str, bool]] = []
     waiting_on: list[int] = []
     correlation_id = current_correlation_id() or str(workflow_id)
     for index, spec in enumerate(specs):
         job = _check_node(index, spec, keys)
         parent_keys = {specs[p].key for p, _ in spec.parents}
-        unknown = sorted(placeholder_nodes(spec.job.get("payload")) - parent_keys)
+        taken = placeholder_nodes(spec.job.get("payload"))
+        unknown = sorted(taken - parent_keys)
         if unknown:
             raise InvalidArgument(
                 f"workflow node {spec.key!r}: its payload takes the result of {unknown[0]!r}, "
@@ -208,7 +209,10 @@ def _check(ctx: Ctx, workflow: WorkflowSpec, workflow_id: uuid.UUID) -> _Checked
         if job.correlation_id is None:
             job = dataclasses.replace(job, correlation_id=correlation_id)
         jobs.append(job)
-        edges.extend((p, index, FailurePolicy(policy).value) for p, policy in spec.parents)
+        edges.extend(
+            (p, index, FailurePolicy(policy).value, specs[p].key in taken)
+            for p, policy in spec.parents
+        )
         waiting_on.append(len(spec.parents))
     rows = bulk.check(
         jobs,
@@ -253,10 +257,10 @@ def enqueue_workflow(ctx: Ctx, workflow: WorkflowSpec, *, conn: Any = None) -> P
         if checked.edges:
             ids = rows.ids
             edges = [
-                [wid, d.id(ids[parent]), d.id(ids[child]), policy]
-                for parent, child, policy in checked.edges
+                [wid, d.id(ids[parent]), d.id(ids[child]), policy, takes]
+                for parent, child, policy, takes in checked.edges
             ]
-            types = ("uuid", "uuid", "uuid", "text") if d.copy_types else ()
+            types = ("uuid", "uuid", "uuid", "text", "bool") if d.copy_types else ()
             yield Stmt(sql.WORKFLOW_EDGES_COPY, fetch="copy", rows=edges, types=types)
         if d.notifies:
             queues = {

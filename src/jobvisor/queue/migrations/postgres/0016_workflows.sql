@@ -27,13 +27,17 @@ CREATE TABLE IF NOT EXISTS jobvisor_workflows (
 );
 
 -- One row per dependency: `child_id` runs after `parent_id`. `on_failure`
--- says what the parent's death or cancel does to the child; `settled` that
--- the parent's ending has been handed over to the child (exactly once).
+-- says what the parent's death or cancel does to the child; `takes_result`
+-- that the child's payload holds a placeholder for the parent's result (only
+-- then is the result copied to the child: a fan-in that only waits copies
+-- nothing); `settled` that the parent's ending has been handed over to the
+-- child (exactly once).
 CREATE TABLE IF NOT EXISTS jobvisor_workflow_edges (
     workflow_id uuid    NOT NULL,
     parent_id   uuid    NOT NULL,
     child_id    uuid    NOT NULL,
     on_failure  text    NOT NULL,
+    takes_result boolean NOT NULL DEFAULT false,
     settled     boolean NOT NULL DEFAULT false,
     PRIMARY KEY (parent_id, child_id),
     CONSTRAINT jobvisor_workflow_edges_policy_check CHECK (
@@ -49,9 +53,10 @@ CREATE INDEX IF NOT EXISTS jobvisor_workflow_edges_workflow_idx
 -- unsettled edges in the same transaction: each child counts one parent
 -- less, under the child's row lock, so the one update that reaches zero makes
 -- it pending, once. A completed parent's result goes into the child's
--- meta.parents (by node), which the claim reads; a failed one (dead or
--- cancelled) cancels the child ("cancel", which cascades: the child's own
--- ending fires this again), counts as done and is listed in
+-- meta.parents (by node), which the claim reads, when the child's payload
+-- takes it; a failed one (dead or cancelled) cancels the child ("cancel",
+-- which cascades: the child's own ending fires this again), counts as done
+-- and is listed in
 -- meta.failed_parents ("run"), or is left unsettled until the parent is
 -- requeued and completes ("wait"). Plain jobs fail the WHEN clause and pay
 -- nothing more.
@@ -64,7 +69,7 @@ BEGIN
         UPDATE jobvisor_workflow_edges AS e SET settled = true
         WHERE e.parent_id = NEW.id AND NOT e.settled
             AND (NEW.status = 'completed' OR e.on_failure <> 'wait')
-        RETURNING e.child_id, e.on_failure
+        RETURNING e.child_id, e.on_failure, e.takes_result
     ), handed AS (
         UPDATE jobvisor_jobs AS c SET
             waiting_on = c.waiting_on - 1,
@@ -78,7 +83,8 @@ BEGIN
                 THEN 'cancelled: its parent ' || NEW.node || ' (job ' || NEW.id || ') ended '
                     || NEW.status
                 ELSE c.last_error END,
-            meta = CASE WHEN NEW.status = 'completed'
+            meta = CASE WHEN NEW.status = 'completed' AND NOT s.takes_result THEN c.meta
+                WHEN NEW.status = 'completed'
                 THEN coalesce(c.meta, '{}') || jsonb_build_object('parents',
                     coalesce(c.meta -> 'parents', '{}') || jsonb_build_object(NEW.node, NEW.result))
                 ELSE coalesce(c.meta, '{}') || jsonb_build_object('failed_parents',

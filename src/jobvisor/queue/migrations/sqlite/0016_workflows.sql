@@ -30,6 +30,7 @@ CREATE TABLE IF NOT EXISTS jobvisor_workflow_edges (
     parent_id   TEXT    NOT NULL,
     child_id    TEXT    NOT NULL,
     on_failure  TEXT    NOT NULL,
+    takes_result INTEGER NOT NULL DEFAULT 0,
     settled     INTEGER NOT NULL DEFAULT 0,
     PRIMARY KEY (parent_id, child_id),
     CHECK (on_failure IN ('cancel', 'run', 'wait'))
@@ -66,7 +67,10 @@ BEGIN
             THEN 'cancelled: its parent ' || NEW.node || ' (job ' || NEW.id || ') ended '
                 || NEW.status
             ELSE last_error END,
-        meta = CASE WHEN NEW.status = 'completed'
+        meta = CASE WHEN NEW.status = 'completed' AND NOT (SELECT takes_result
+                FROM jobvisor_workflow_edges
+                WHERE parent_id = NEW.id AND child_id = jobvisor_jobs.id) THEN meta
+            WHEN NEW.status = 'completed'
             THEN json_set(coalesce(meta, '{}'), '$.parents."' || NEW.node || '"',
                 json(coalesce(NEW.result, 'null')))
             ELSE json_set(coalesce(meta, '{}'), '$.failed_parents."' || NEW.node || '"',
