@@ -21,9 +21,11 @@ results the job does not take: it only runs after them. A job of a plain
 job type takes a result by a placeholder in its payload
 (`wf.add("report", {"orders": a.result})`); its handler reads the payload
 with the result in place, and `job.parent_results` by node key. Only results
-a job takes are handed to it: a fan-in that only waits copies none. `on_parent_failure` says per dependency what
-a parent's death or cancel does to the child: "cancel" (the default: the
-child and, through their own defaults, its descendants end cancelled), "run"
+a job takes are handed to it: a fan-in that only waits copies none.
+
+`on_parent_failure` says per dependency what a parent's death or cancel
+does to the child: "cancel" (the default: the child and, through their own
+defaults, its descendants end cancelled), "run"
 (it runs anyway; the failed parent's placeholder is None and
 `job.failed_parents` names it) or "wait" (it waits until the parent is
 retried and completes).

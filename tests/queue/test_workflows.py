@@ -15,7 +15,8 @@ from jobvisor import AsyncQueue, InvalidArgument, Job, JobContext, JobStatus, Qu
 from jobvisor.queue.workflows import NodeSpec, WorkflowNotFound
 from tests.conftest import run_with
 from tests.invariants import assert_invariants
-from tests.queue.helpers import query_all, row_count, run_in_processes
+from tests.invariants import query_all
+from tests.queue.helpers import row_count, run_in_processes
 
 
 def _claim_and_complete(q: Queue, result: Any = None) -> list[Job]:
