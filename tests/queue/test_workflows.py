@@ -14,8 +14,7 @@ import jobvisor
 from jobvisor import AsyncQueue, InvalidArgument, Job, JobContext, JobStatus, Queue
 from jobvisor.queue.workflows import NodeSpec, WorkflowNotFound
 from tests.conftest import run_with
-from tests.invariants import assert_invariants
-from tests.invariants import query_all
+from tests.invariants import assert_invariants, query_all
 from tests.queue.helpers import row_count, run_in_processes
 
 
