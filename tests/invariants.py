@@ -34,7 +34,7 @@ CHECKS: dict[str, str] = {
     ),
     "status is one of the known statuses": (
         "SELECT id, status FROM jobvisor_jobs WHERE status NOT IN "
-        "('pending', 'running', 'retryable', 'completed', 'dead', 'cancelled')"
+        "('pending', 'running', 'retryable', 'completed', 'dead', 'cancelled', 'waiting')"
     ),
     "a terminal job has finished_at, a live job has none": (
         "SELECT id, status, finished_at FROM jobvisor_jobs WHERE "

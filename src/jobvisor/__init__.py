@@ -25,6 +25,7 @@ from .queue import (
 )
 from .worker.handler import Cancel, JobContext, Snooze
 from .worker.registry import Registry
+from .workflows import Workflow, WorkflowStatus, chain, group
 
 __version__ = "0.1.0"
 
@@ -49,9 +50,13 @@ __all__ = [
     "Snooze",
     "Summary",
     "Unique",
+    "Workflow",
+    "WorkflowStatus",
     "__version__",
+    "chain",
     "connect",
     "connect_async",
     "correlation_scope",
     "current_correlation_id",
+    "group",
 ]

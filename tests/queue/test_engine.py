@@ -17,7 +17,17 @@ import psycopg
 import pytest
 
 import jobvisor
-from jobvisor.queue import api, batch_sql, batches, browse, fleet, internal, ops, web_sessions
+from jobvisor.queue import (
+    api,
+    batch_sql,
+    batches,
+    browse,
+    fleet,
+    internal,
+    ops,
+    web_sessions,
+    workflows,
+)
 from jobvisor.queue.drivers.postgres import sql as sql_postgres
 from jobvisor.queue.drivers.sqlite import sql as sql_sqlite
 from jobvisor.queue.errors import (
@@ -222,6 +232,7 @@ def test_the_sync_and_async_faces_have_the_same_methods(sync: type, async_: type
                 fleet.__name__,
                 web_sessions.__name__,
                 batches.__name__,
+                workflows.__name__,
             )
 
 

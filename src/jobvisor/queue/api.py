@@ -15,7 +15,7 @@ import uuid
 from collections.abc import AsyncGenerator, Callable, Iterable, Mapping
 from typing import Any
 
-from . import batches, notices, ops, validate
+from . import batches, notices, ops, validate, workflows
 from .batch_scope import AsyncOpenBatch, OpenBatch
 from .bound import AsyncBound, SyncBound, bind_async, bind_sync
 from .drivers.borrowed import BorrowedRunner
@@ -183,6 +183,11 @@ class Queue(SyncBound):
     get_batch = bind_sync(batches.get_batch)
     batch_results = bind_sync(batches.batch_results)
 
+    enqueue_workflow = bind_sync(workflows.enqueue_workflow)
+    workflow = bind_sync(workflows.workflow)
+    cancel_workflow = bind_sync(workflows.cancel_workflow)
+    retry_workflow = bind_sync(workflows.retry_workflow)
+
     def batch(
         self,
         *,
@@ -305,6 +310,11 @@ class AsyncQueue(AsyncBound):
     batch_close = bind_async(batches.batch_close)
     get_batch = bind_async(batches.get_batch)
     batch_results = bind_async(batches.batch_results)
+
+    enqueue_workflow = bind_async(workflows.enqueue_workflow)
+    workflow = bind_async(workflows.workflow)
+    cancel_workflow = bind_async(workflows.cancel_workflow)
+    retry_workflow = bind_async(workflows.retry_workflow)
 
     def batch(
         self,

@@ -35,6 +35,7 @@ class JobStatus(enum.StrEnum):
     COMPLETED = "completed"
     DEAD = "dead"
     CANCELLED = "cancelled"
+    WAITING = "waiting"  # a workflow job whose parents have not all finished
 
     @property
     def terminal(self) -> bool:

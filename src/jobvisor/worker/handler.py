@@ -22,7 +22,7 @@ import uuid
 from collections.abc import Awaitable, Callable
 from typing import Any, NoReturn
 
-from ..queue import validate
+from ..queue import placeholders, validate
 from ..queue.errors import InvalidArgument
 from ..queue.model import Job, Limit, OnConflict, RetryPolicy, Unique, progress_json
 
@@ -96,7 +96,24 @@ class JobContext:
 
     @property
     def payload(self) -> Any:
-        return self.job.payload
+        """The job's payload; in a workflow job, each placeholder replaced by
+        its parent's result (which the claim brought in the job's meta)."""
+        parents = placeholders.parent_results(self.job.meta)
+        if not parents and not placeholders.failed_parents(self.job.meta):
+            return self.job.payload
+        return placeholders.substitute(self.job.payload, parents)
+
+    @property
+    def parent_results(self) -> dict[str, Any]:
+        """A workflow job's completed parents' results, by node key (empty
+        for any other job)."""
+        return placeholders.parent_results(self.job.meta)
+
+    @property
+    def failed_parents(self) -> dict[str, str]:
+        """A workflow job's parents that failed when it runs anyway
+        (`on_parent_failure="run"`), each with its status, by node key."""
+        return placeholders.failed_parents(self.job.meta)
 
     @property
     def attempt(self) -> int:

@@ -42,6 +42,7 @@ from .compat import (
 
 STATUS: Final[Mapping[JobStatus, Any]] = {
     JobStatus.PENDING: TaskResultStatus.READY,
+    JobStatus.WAITING: TaskResultStatus.READY,
     JobStatus.RETRYABLE: TaskResultStatus.READY,
     JobStatus.RUNNING: TaskResultStatus.RUNNING,
     JobStatus.COMPLETED: TaskResultStatus.SUCCESSFUL,

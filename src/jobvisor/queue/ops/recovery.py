@@ -4,14 +4,15 @@ requeued, finished jobs cleaned up, and the summary and xmin reports."""
 from __future__ import annotations
 
 import datetime as dt
+import json
 import uuid
 from collections.abc import Mapping
 from typing import Final
 
-from .. import validate
+from .. import sql_workflows, validate
 from ..errors import InvalidArgument
 from ..model import TERMINAL, JobStatus, RetryPolicy
-from ..plan import Plan, Steps, Stmt
+from ..plan import BEGIN, COMMIT, Plan, Steps, Stmt
 from ..reports import Summary, SummaryRow, XminHolder
 from .context import DEFAULT_CLEANUP_BATCH, Ctx, _check_batch_size, _delete_in_batches, _job_id
 from .limiting import limit_from_row
@@ -118,9 +119,36 @@ def cleanup(
         for status, age in ages.items():
             params = {"status": status.value, "age": age, "limit": batch_size, "now": now}
             total += yield from _delete_in_batches(sql, params, batch_size)
+        total += yield from _delete_finished_workflows(ctx, ages, batch_size)
         return total
 
     return Plan(steps(), transaction=False)
+
+
+def _delete_finished_workflows(
+    ctx: Ctx, ages: Mapping[JobStatus, float], batch_size: int
+) -> Steps[int]:
+    """Delete whole workflows every job of which is past its status's
+    retention, a batch of `batch_size` workflows per transaction: a parent
+    goes only with the children that read its result. Returns how many jobs
+    went."""
+    d = ctx.dialect
+    sql = sql_workflows.for_dialect(d.name)
+    params = {f"age_{status.value}": ages.get(status) for status in TERMINAL}
+    params.update(limit=batch_size, now=ctx.now())
+    total = 0
+    while True:
+        yield BEGIN
+        picked = yield Stmt(sql.WORKFLOW_FINISHED_PICK, params, fetch="all")
+        ids = [d.id_out(row[0]) for row in picked]
+        if ids:
+            key = json.dumps([str(i) for i in ids]) if d.name == "sqlite" else ids
+            total += yield Stmt(sql.WORKFLOW_DELETE_JOBS, {"ids": key})
+            yield Stmt(sql.WORKFLOW_DELETE_EDGES, {"ids": key})
+            yield Stmt(sql.WORKFLOW_DELETE, {"ids": key})
+        yield COMMIT
+        if len(ids) < batch_size:
+            return total
 
 
 def retention_ages(older_than: Retention) -> dict[JobStatus, float]:

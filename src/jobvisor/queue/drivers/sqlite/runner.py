@@ -136,7 +136,8 @@ class SqliteRunner:
         self._in_blocks: set[int] = set()  # ids of the connections `transaction()` lent
 
     def connect(self) -> sqlite3.Connection:
-        """A new connection configured as jobvisor needs it (WAL, busy timeout)."""
+        """A new connection configured as jobvisor needs it (WAL, busy timeout,
+        recursive triggers)."""
         try:
             _create_private(self.path)
             conn = sqlite3.connect(
@@ -147,6 +148,9 @@ class SqliteRunner:
         try:
             _enter_wal(conn, self.busy_timeout)
             conn.execute("PRAGMA synchronous=NORMAL")
+            # A workflow's cancel cascades through its hand-over trigger firing
+            # for the children it ends (migration 16).
+            conn.execute("PRAGMA recursive_triggers=ON")
         except BaseException as exc:
             conn.close()
             if isinstance(exc, sqlite3.Error):

@@ -179,9 +179,11 @@ JOB_REQUEUE_CRASHED: Final[LiteralString] = (
 
 JOB_DELETE_FINISHED: Final[LiteralString] = (
     # One batch of terminal jobs of one status finished more than `age` seconds
-    # ago, outside batches (a batch goes whole, see `batches.batch_cleanup`).
+    # ago, outside batches and workflows (each goes whole: `batches.batch_cleanup`,
+    # WORKFLOW_DELETE_FINISHED).
     "DELETE FROM jobvisor_jobs WHERE id IN ("
     " SELECT id FROM jobvisor_jobs WHERE status = %(status)s AND batch_id IS NULL"
+    "   AND workflow_id IS NULL"
     "   AND finished_at < %(now)s::timestamptz - %(age)s::float8"
     "   * interval '1 second'"
     " LIMIT %(limit)s FOR UPDATE SKIP LOCKED)"
@@ -272,7 +274,7 @@ JOB_CANCEL: Final[LiteralString] = (
     " cancel_requested_at = CASE WHEN status = 'running' THEN coalesce(cancel_requested_at,"
     "   %(now)s::timestamptz) END,"
     " last_error = CASE WHEN cancel_requested_at IS NULL THEN %(error)s ELSE last_error END"
-    " WHERE id = %(id)s AND status IN ('pending', 'retryable', 'running')"
+    " WHERE id = %(id)s AND status IN ('pending', 'retryable', 'running', 'waiting')"
     " RETURNING status, CASE WHEN status = 'running' THEN pg_notify('" + NOTIFY_CHANNEL + "',"
     "   json_build_object('kind', 'cancel', 'queue', queue, 'id', id)::text) END"
 )

@@ -181,9 +181,11 @@ JOB_REQUEUE_CRASHED: Final[LiteralString] = (
 
 JOB_DELETE_FINISHED: Final[LiteralString] = (
     # One batch of terminal jobs of one status finished more than `age` seconds
-    # ago, outside batches (a batch goes whole, see `batches.batch_cleanup`).
+    # ago, outside batches and workflows (each goes whole: `batches.batch_cleanup`,
+    # WORKFLOW_DELETE_FINISHED).
     "DELETE FROM jobvisor_jobs WHERE id IN ("
     " SELECT id FROM jobvisor_jobs WHERE status = :status AND batch_id IS NULL"
+    "   AND workflow_id IS NULL"
     "   AND finished_at < :now - :age"
     " LIMIT :limit)"
 )
@@ -273,7 +275,7 @@ JOB_CANCEL: Final[LiteralString] = (
     " cancel_requested_at = CASE WHEN status = 'running' THEN coalesce(cancel_requested_at,"
     "   :now) END,"
     " last_error = CASE WHEN cancel_requested_at IS NULL THEN :error ELSE last_error END"
-    " WHERE id = :id AND status IN ('pending', 'retryable', 'running')"
+    " WHERE id = :id AND status IN ('pending', 'retryable', 'running', 'waiting')"
     " RETURNING status, NULL"
 )
 
