@@ -200,7 +200,7 @@ def one(system: str, args: argparse.Namespace, procs: int, pg_url: str) -> float
     if system == "jobvisor":
         return run_jobvisor(pg_url, args.jobs, 1, procs)
     if system == "spread":
-        if procs % args.spread:
+        if procs % args.spread or procs == args.spread:  # one supervisor: jobvisor's
             return None
         return run_jobvisor(pg_url, args.jobs, procs // args.spread, args.spread)
     if system == "pgqueuer":
