@@ -86,3 +86,18 @@ def test_entries_read_per_claimed_job_do_not_grow_with_the_claimers(pg_url: str)
     assert twelve <= 2 * two, (two, twelve)
     assert status_counts(pg_url) == {"completed": 12 * ROUNDS * BATCH}
     assert_invariants(pg_url)
+
+
+def test_the_marks_stay_a_few_hundred_rows_however_many_claims(pg_url: str) -> None:
+    with jobvisor.connect(pg_url) as q:
+        q.migrate()
+        q.enqueue_many([{"job_type": "t"}] * 400)
+        claimed = 0
+        while got := q.claim("w", limit=1):
+            q.complete_many(got)
+            claimed += 1
+        assert claimed == 400
+    with psycopg.connect(pg_url) as conn:
+        row = conn.execute("SELECT count(*) FROM jobvisor_claim_marks").fetchone()
+    assert row is not None and 250 <= row[0] <= 256, row
+    assert status_counts(pg_url) == {"completed": 400}
