@@ -112,10 +112,13 @@ def pgbench_command() -> str:
 def supervisors(url: str, count: int, workers: int) -> Iterator[list[subprocess.Popen[bytes]]]:
     """`count` `jobvisor run` processes of `workers` workers each, at defaults."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("JOBVISOR_")}
+    # The app's folder first, and whatever else the path had (wheels
+    # installed with --target live there on a machine without network).
+    path = os.pathsep.join([str(HERE), *filter(None, [os.environ.get("PYTHONPATH")])])
     env.update(JOBVISOR_DATABASE_URL=url, JOBVISOR_APP="burndown_app:registry",
                JOBVISOR_WORKERS=str(workers), JOBVISOR_LOG_LEVEL="warning",
                JOBVISOR_HTTP_ADDR="", JOBVISOR_SHUTDOWN_TIMEOUT="10",
-               PYTHONPATH=str(HERE))  # fmt: skip
+               PYTHONPATH=path)  # fmt: skip
     cmd = [jobvisor_command(), "run"]
     procs = [subprocess.Popen(cmd, env=env) for _ in range(count)]
     try:
