@@ -195,7 +195,8 @@ def test_arguments_jobvisor_cannot_store_are_a_value_error(
     named = re.escape(repr(argument))
     with pytest.raises(ValueError, match=named) as raised:
         tasks.add.using(backend=alias).enqueue(argument, 1)
-    assert type(raised.value) is ValueError  # the framework's word, as the Django guide's table says
+    # The framework's word, as the Django guide's table says.
+    assert type(raised.value) is ValueError
     assert "tests.django_project.shop.tasks.add" in str(raised.value)
     with pytest.raises(ValueError, match=named):
         tasks.add.using(backend=alias).enqueue(1, b=argument)
