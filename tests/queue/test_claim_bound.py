@@ -244,6 +244,7 @@ def test_the_bounded_claim_skips_what_an_open_transaction_keeps(pg_url: str) -> 
                 "worker_id": "probe", "queues": None, "job_types": None, "limit": 10,
                 "lease": 30.0, "now": dt.datetime.now(dt.UTC), "slack": 0.05, "token": uuid.uuid4(),
                 "after_priority": -bound[0], "after_run_at": bound[1], "after_id": bound[2],
+                "mark_filter": "probe",
             }  # fmt: skip
             conn.execute("SET enable_sort = off")
             sql = ctx.dialect.sql

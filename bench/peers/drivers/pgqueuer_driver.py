@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import shutil
 import subprocess
 import sys
 from importlib import metadata
@@ -16,7 +17,11 @@ from pgqueuer.queries import Queries
 
 BATCH_SIZE = 100
 REMAINING = "SELECT count(*) FROM pgqueuer"
+# `pgq` beside the interpreter (a virtualenv), else on PATH (wheels installed
+# with --target).
 BIN = os.path.join(os.path.dirname(sys.executable), "pgq")
+if not os.path.exists(BIN):
+    BIN = shutil.which("pgq") or BIN
 
 
 def workers(args: object, env: dict[str, str]) -> common.Workers:

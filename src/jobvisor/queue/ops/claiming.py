@@ -4,6 +4,8 @@ bound, within the limits)."""
 from __future__ import annotations
 
 import datetime as dt
+import hashlib
+import json
 import time
 import uuid
 from collections.abc import Iterable
@@ -110,7 +112,12 @@ def _claim_plain(ctx: Ctx, params: dict[str, Any], key: Any) -> Steps[list[Job]]
     bound = bounds.bound(key) if d.bounded_claim else None
     jobs: list[Job] = []
     if bound is not None:
-        after = {"after_priority": -bound[0], "after_run_at": bound[1], "after_id": bound[2]}
+        after = {
+            "after_priority": -bound[0],
+            "after_run_at": bound[1],
+            "after_id": bound[2],
+            "mark_filter": _mark_filter(key),
+        }
         began = time.monotonic()
         rows = yield Stmt(d.sql.JOB_CLAIM_AFTER, {**params, **after}, fetch="all")
         jobs = [d.job(r) for r in rows]
@@ -126,6 +133,15 @@ def _claim_plain(ctx: Ctx, params: dict[str, Any], key: Any) -> Steps[list[Job]]
     if d.bounded_claim:
         bounds.claimed(key, full, full=True, took=took, asked=asked)
     return jobs + full
+
+
+def _mark_filter(key: Any) -> str:
+    """The name a claim filter's marks go by (JOB_CLAIM_AFTER): the same for
+    every claimer whose filter takes the same queues and types, whatever their
+    order, and short however many it names."""
+    queues, types = key
+    text = json.dumps([sorted(queues) if queues else None, sorted(types) if types else None])
+    return hashlib.sha256(text.encode()).hexdigest()[:32]
 
 
 def _claim_limited(ctx: Ctx, params: dict[str, Any], room: int, key: Any) -> Steps[list[Job]]:

@@ -214,6 +214,10 @@ JOB_CLAIM_ABOVE: Final[LiteralString] = (
     " LIMIT %(limit)s FOR UPDATE SKIP LOCKED)" + _claim_take
 )
 
+# How many claim marks the table keeps: each bounded claim deletes the one
+# this many claims older than its own.
+_MARKS_KEPT: Final[LiteralString] = "256"
+
 JOB_CLAIM_AFTER: Final[LiteralString] = (
     # JOB_CLAIM from a bound onwards: jobs of a higher priority than the bound's,
     # then jobs of its priority past (run_at, id). Each branch is a range of the
@@ -221,7 +225,19 @@ JOB_CLAIM_AFTER: Final[LiteralString] = (
     # before it (dead row versions an old snapshot may still see, which no
     # vacuum can remove meanwhile) are never read. Jobs behind the bound and
     # of lower priorities are JOB_CLAIM's (see `ops.ClaimBounds`).
-    "WITH higher AS ("
+    # The bound is the caller's own, or the newest mark of its filter
+    # (`mark_filter`) when that is of the same priority and further on: the
+    # jobs other claimers took since this one's last claim are not read
+    # again. The claim leaves its own end as the newest mark.
+    "WITH newest AS MATERIALIZED ("
+    " SELECT priority, run_at, id FROM jobvisor_claim_marks"
+    " WHERE filter = %(mark_filter)s ORDER BY seq DESC LIMIT 1),"
+    " bound AS MATERIALIZED ("
+    " SELECT run_at, id FROM newest WHERE priority = %(after_priority)s::int4"
+    "   AND (run_at, id) > (%(after_run_at)s::timestamptz, %(after_id)s::uuid)"
+    " UNION ALL SELECT %(after_run_at)s::timestamptz, %(after_id)s::uuid"
+    " ORDER BY run_at DESC, id DESC LIMIT 1),"
+    " higher AS ("
     " SELECT id FROM jobvisor_jobs"
     " WHERE status IN ('pending', 'retryable') AND priority > %(after_priority)s::int4"
     + _claim_filter
@@ -229,11 +245,18 @@ JOB_CLAIM_AFTER: Final[LiteralString] = (
     " after AS ("
     " SELECT id FROM jobvisor_jobs"
     " WHERE status IN ('pending', 'retryable') AND priority = %(after_priority)s::int4"
-    "   AND (run_at, id) > (%(after_run_at)s::timestamptz, %(after_id)s::uuid)"
+    "   AND (run_at, id) > ((SELECT run_at FROM bound), (SELECT id FROM bound))"
     + _claim_filter
     + " ORDER BY priority DESC, run_at, id"
     " LIMIT %(limit)s - (SELECT count(*) FROM higher) FOR UPDATE SKIP LOCKED),"
-    " picked AS (SELECT id FROM higher UNION ALL SELECT id FROM after)" + _claim_take
+    " picked AS (SELECT id FROM higher UNION ALL SELECT id FROM after),"
+    " taken AS (" + _claim_take + "),"
+    " marked AS (INSERT INTO jobvisor_claim_marks (filter, priority, run_at, id)"
+    " SELECT %(mark_filter)s, priority, run_at, id FROM taken"
+    " ORDER BY priority, run_at DESC, id DESC LIMIT 1 RETURNING seq),"
+    " pruned AS (DELETE FROM jobvisor_claim_marks"
+    " WHERE seq = (SELECT seq - " + _MARKS_KEPT + " FROM marked))"
+    " SELECT * FROM taken"
 )
 
 LIMIT_LOCK: Final[LiteralString] = (
