@@ -16,7 +16,7 @@ import psycopg
 import pytest
 
 import jobvisor
-from jobvisor.queue import ops
+from jobvisor.queue.ops import hints
 from tests.invariants import assert_invariants, status_counts
 
 BATCH = 100
@@ -28,8 +28,8 @@ def _bounded(monkeypatch: pytest.MonkeyPatch) -> None:
     """Every full claim counts as slow, as on a table with a dead head, and
     the periodic full claim does not come due within a test: every claim
     after a claimer's first is bounded."""
-    monkeypatch.setattr(ops, "FULL_CLAIM_SLOW", 0.0)
-    monkeypatch.setattr(ops, "FULL_CLAIM_EVERY", 1e9)
+    monkeypatch.setattr(hints, "FULL_CLAIM_SLOW", 0.0)
+    monkeypatch.setattr(hints, "FULL_CLAIM_EVERY", 1e9)
 
 
 def _counts(conn: psycopg.Connection[Any]) -> tuple[int, int]:
