@@ -1,17 +1,15 @@
-"""Fixtures of the queue's contract suite: queues with an injected clock."""
+"""Fixtures of the contract suite: queues with an injected clock."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
 import jobvisor
 from jobvisor import Queue
-from tests.queue.helpers import Clock
-
-MakeQueue = Callable[..., Queue]
+from tests.support.queue import Clock, MakeQueue
 
 
 @pytest.fixture

@@ -14,7 +14,7 @@ import pytest
 from jobvisor import testing
 from jobvisor.config import SETTINGS, Setting
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 README = (ROOT / "README.md").read_text(encoding="utf-8")
 
 

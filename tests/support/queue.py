@@ -7,15 +7,17 @@ from __future__ import annotations
 import datetime as dt
 import multiprocessing
 import threading
-import time
 from collections.abc import Callable
 from typing import Any, TypeVar
 
 import jobvisor
-from tests.invariants import query_all
+from tests.support.invariants import query_all
 
 UTC = dt.UTC
 T = TypeVar("T")
+
+# What the contract suite's `make_queue` fixture is: `make_queue(**options)`.
+MakeQueue = Callable[..., jobvisor.Queue]
 
 
 class Clock:
@@ -76,15 +78,6 @@ def queue_counts(url: str, queue: str) -> dict[str, int]:
 def close_to(a: dt.datetime | None, b: dt.datetime, *, within: float = 0.01) -> bool:
     """Equal up to `within` seconds (SQLite keeps times as float epoch seconds)."""
     return a is not None and abs((a - b).total_seconds()) <= within
-
-
-def wait_until(predicate: Callable[[], bool], *, timeout: float = 30.0, what: str = "") -> None:
-    """Poll `predicate` until true, failing after `timeout` seconds."""
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what or predicate}")
-        time.sleep(0.01)
 
 
 # --- child processes -----------------------------------------------------------

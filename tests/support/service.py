@@ -9,7 +9,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 import urllib.error
 import urllib.request
 import uuid
@@ -20,10 +19,11 @@ from typing import Any, TypeVar
 import psycopg
 
 from jobvisor.queue.api import parse_url
-from tests.invariants import query_all
+from tests.support.invariants import query_all
+from tests.support.wait import wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
-APP = "tests.supervisor.app:registry"
+APP = "tests.service.supervisor.app:registry"
 COMMAND = (sys.executable, "-m", "jobvisor.cli", "run")
 
 # Short intervals so that a scenario takes seconds; a long lease so that a job
@@ -47,19 +47,6 @@ BASE_SETTINGS: dict[str, str] = {
 }
 
 T = TypeVar("T")
-
-
-def wait_until(predicate: Callable[[], T], *, timeout: float = 60.0, what: str = "") -> T:
-    """Poll `predicate` until it returns something true; return that. Fails
-    after `timeout` seconds (generous: the machine may be loaded)."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what or predicate}")
-        time.sleep(0.05)
 
 
 def clean_env(url: str, settings: Mapping[str, str] | None = None) -> dict[str, str]:

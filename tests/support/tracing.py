@@ -13,7 +13,7 @@ from jobvisor.queue.model import TERMINAL
 from jobvisor.worker.loop import Worker
 
 DEADLINE = 30.0  # generous: the machine may be loaded by other test runs
-# Where tests/tracing/app.py writes its spans; not JOBVISOR_*, which the
+# Where tests/service/tracing/app.py writes its spans; not JOBVISOR_*, which the
 # worker tests' environment does not pass on.
 SPANS_ENV = "TRACING_TEST_SPANS"
 

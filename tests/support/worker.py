@@ -12,9 +12,8 @@ import sqlite3
 import subprocess
 import sys
 import threading
-import time
 import uuid
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -22,24 +21,13 @@ import psycopg
 
 from jobvisor.queue.api import parse_url
 from jobvisor.worker.protocol import CONTROL_FD_ENV, WORKER_ID_ENV, decode_lines
+from tests.support.wait import wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
-APP = "tests.worker.app:registry"
+APP = "tests.service.worker.app:registry"
 DEADLINE = 30.0  # generous: the machine may be loaded by other test runs
 
 T = TypeVar("T")
-
-
-def wait_until(check: Callable[[], T | None], what: str, timeout: float = DEADLINE) -> T:
-    """Poll `check` until it returns something truthy; fail naming `what`."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = check()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-        time.sleep(0.02)
 
 
 def worker_env(url: str, **settings: str) -> dict[str, str]:

@@ -17,10 +17,10 @@ import jobvisor
 from jobvisor import JobStatus, Queue
 from jobvisor.queue.browse import SupervisorBeat
 from jobvisor.web import app
-from tests.invariants import assert_invariants
-from tests.queue.helpers import Clock
+from tests.support.invariants import assert_invariants
+from tests.support.queue import Clock
+from tests.support.web import TOKEN, serving
 
-from .conftest import TOKEN, serving
 from .test_pages import dead_job
 
 CHROMEDRIVER = "/usr/bin/chromedriver"

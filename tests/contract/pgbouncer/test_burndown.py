@@ -13,11 +13,10 @@ import pytest
 
 import jobvisor
 from jobvisor import JobStatus, Queue
-from tests.conftest import run_async
-from tests.invariants import assert_invariants
-from tests.supervisor.helpers import services, wait_until
-
-pytestmark = pytest.mark.slow
+from tests.support.aio import run_async
+from tests.support.invariants import assert_invariants
+from tests.support.service import services
+from tests.support.wait import wait_until
 
 BULK = 300
 SINGLE = 40

@@ -3,7 +3,7 @@
 Every test of the contract modules that works on the `queue`-style fixtures
 only (and on `url` for its own reads) runs again here, the fixtures opening
 their queues with `pgbouncer=True` on this test's database behind PgBouncer
-(`tests/pgbouncer/conftest.py` overrides them). A test that opens a queue of
+(`tests/contract/pgbouncer/conftest.py` overrides them). A test that opens a queue of
 its own, or needs a particular engine, stays in its module."""
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ CONTRACT = (
     "unique", "wait",
 )  # fmt: skip
 MODULES: tuple[ModuleType, ...] = tuple(
-    importlib.import_module(f"tests.queue.test_{name}") for name in CONTRACT
+    importlib.import_module(f"tests.contract.queue.test_{name}") for name in CONTRACT
 )
 
 # What a test may ask for to run here: the overridden queues, their clock,
@@ -28,7 +28,7 @@ MODULES: tuple[ModuleType, ...] = tuple(
 SHARED = frozenset({"queue", "aqueue", "cqueue", "make_queue", "clock", "url"})
 # A test whose source shows one of these opens queues of its own (in this
 # process or in children), without `pgbouncer=True`: it would only show again
-# what tests/pgbouncer/test_pooling.py shows on purpose.
+# what tests/contract/pgbouncer/test_pooling.py shows on purpose.
 OPENS_ITS_OWN = ("connect(", "connect_async(", "run_in_processes", "child_")
 
 

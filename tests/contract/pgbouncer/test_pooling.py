@@ -13,8 +13,8 @@ import jobvisor
 from jobvisor import Queue
 from jobvisor.queue.engine import BEGIN, COMMIT, Plan, Steps, Stmt
 from jobvisor.queue.errors import DatabaseError
-from tests.conftest import _with_dbname
-from tests.pgbouncer.conftest import bouncer
+from tests.support.pgbouncer import bouncer
+from tests.support.postgres import with_dbname
 
 REPEATS = 8  # past psycopg's prepare_threshold (5): the statement would be prepared
 
@@ -24,7 +24,7 @@ def single(pg_admin_url: str, pg_url: str) -> Iterator[str]:
     """This test's database through a PgBouncer with one server connection."""
     with bouncer(pg_admin_url, pool_size=1) as started:
         dbname = str(psycopg.conninfo.conninfo_to_dict(pg_url)["dbname"])
-        yield _with_dbname(started.url(), dbname)
+        yield with_dbname(started.url(), dbname)
 
 
 def _show(url: str, setting: str) -> str:

@@ -10,7 +10,7 @@ import pytest
 
 from jobvisor.asgi import STATE_KEY, lifespan
 from jobvisor.config import Config
-from tests.conftest import run_async
+from tests.support.aio import run_async
 
 BOUNCED = "postgresql://app@bouncer.internal:6432/app"
 DIRECT = "postgresql://app@db.internal:5432/app"

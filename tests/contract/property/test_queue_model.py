@@ -37,7 +37,7 @@ import jobvisor
 from jobvisor import InvalidArgument, JobNotFound, LeaseLost, Queue, RetryPolicy
 from jobvisor.queue import ops
 from jobvisor.queue.api import parse_url
-from tests.invariants import CHECKS, assert_invariants
+from tests.support.invariants import CHECKS, assert_invariants
 
 from .model import Handle, QueueModel
 

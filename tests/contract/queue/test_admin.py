@@ -11,8 +11,8 @@ import pytest
 
 from jobvisor import InvalidArgument, JobNotFound, JobStatus, Queue
 from jobvisor.queue import TypeRequeue
-from tests.invariants import assert_invariants, status_counts
-from tests.queue.helpers import Clock, close_to, row_count
+from tests.support.invariants import assert_invariants, status_counts
+from tests.support.queue import Clock, close_to, row_count
 
 
 def _finish(q: Queue, status: str, n: int = 1, *, job_type: str = "t") -> list[uuid.UUID]:

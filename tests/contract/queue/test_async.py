@@ -12,9 +12,9 @@ import pytest
 import jobvisor
 from jobvisor import AsyncQueue, JobNotFound, JobStatus, LeaseLost
 from jobvisor.queue import TypeRequeue
-from tests.conftest import run_with
-from tests.invariants import assert_invariants, status_counts
-from tests.queue.helpers import Clock
+from tests.support.aio import run_with
+from tests.support.invariants import assert_invariants, status_counts
+from tests.support.queue import Clock
 
 
 def test_async_round_trip(aqueue: AsyncQueue, url: str) -> None:

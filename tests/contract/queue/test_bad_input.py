@@ -12,7 +12,7 @@ import pytest
 import jobvisor
 from jobvisor import InvalidArgument, Queue, RetryPolicy
 from jobvisor.queue.model import UTC
-from tests.queue.helpers import close_to, row_count, table_snapshot
+from tests.support.queue import close_to, row_count, table_snapshot
 
 NAIVE = dt.datetime(2030, 1, 1, 12, 0)
 AWARE = dt.datetime(2030, 1, 1, 12, 0, tzinfo=UTC)

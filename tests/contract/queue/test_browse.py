@@ -21,8 +21,8 @@ from jobvisor.queue import browse, sql_postgres, sql_sqlite
 from jobvisor.queue.browse import Count, SupervisorBeat
 from jobvisor.queue.engine import PG_SESSION_SETUP
 from jobvisor.queue.errors import InvalidArgument
-from tests.conftest import run_with
-from tests.queue.helpers import Clock
+from tests.support.aio import run_with
+from tests.support.queue import Clock
 
 
 def every_page(q: Queue, /, **filters: Any) -> list[list[uuid.UUID]]:

@@ -13,9 +13,9 @@ import pytest
 import jobvisor
 from jobvisor import AsyncQueue, InvalidArgument, Job, JobNotFound, JobStatus, Queue
 from jobvisor.queue import NoticeKind
-from tests.conftest import run_with
-from tests.invariants import assert_invariants
-from tests.queue.helpers import Clock
+from tests.support.aio import run_with
+from tests.support.invariants import assert_invariants
+from tests.support.queue import Clock
 
 REQUEST = "cancelled by request from "
 

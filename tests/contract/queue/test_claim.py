@@ -12,9 +12,8 @@ import pytest
 
 import jobvisor
 from jobvisor import JobStatus, Queue
-from tests.invariants import assert_invariants, status_counts
-from tests.queue.conftest import MakeQueue
-from tests.queue.helpers import Clock, child_claim_all, close_to, run_in_processes
+from tests.support.invariants import assert_invariants, status_counts
+from tests.support.queue import Clock, MakeQueue, child_claim_all, close_to, run_in_processes
 
 
 def test_empty_queue_returns_nothing(queue: Queue, url: str) -> None:

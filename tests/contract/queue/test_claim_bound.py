@@ -20,8 +20,8 @@ import pytest
 import jobvisor
 from jobvisor import Queue
 from jobvisor.queue import ops
-from tests.invariants import assert_invariants, status_counts
-from tests.queue.helpers import Clock
+from tests.support.invariants import assert_invariants, status_counts
+from tests.support.queue import Clock
 
 
 @pytest.fixture(autouse=True)

@@ -10,8 +10,8 @@ import pytest
 import jobvisor
 from jobvisor import InvalidArgument
 from jobvisor.queue.ops import migration_files
-from tests.invariants import assert_invariants, query_all
-from tests.queue.helpers import child_migrate, run_in_processes
+from tests.support.invariants import assert_invariants, query_all
+from tests.support.queue import child_migrate, run_in_processes
 
 
 @pytest.mark.parametrize(

@@ -26,14 +26,15 @@ from jobvisor.queue.errors import (
     JobvisorError,
     SchemaMissing,
 )
-from tests.conftest import _Cluster, _free_port, _pg_bin, _with_dbname, run_async
+from tests.support.aio import run_async
+from tests.support.postgres import Cluster, free_port, pg_bin, with_dbname
 
 SRC = Path(jobvisor.__file__).parent
 
 
 def _unreachable(engine: str, tmp_path: Path) -> str:
     if engine == "postgres":
-        return f"postgresql://postgres@127.0.0.1:{_free_port()}/test?connect_timeout=5"
+        return f"postgresql://postgres@127.0.0.1:{free_port()}/test?connect_timeout=5"
     return f"sqlite:///{tmp_path / 'no-such-dir' / 'jobs.db'}"
 
 
@@ -157,7 +158,7 @@ def test_an_error_inside_a_transaction_is_wrapped(queue: jobvisor.Queue, url: st
 
 
 def test_an_unknown_database_is_refused_at_once(pg_url: str) -> None:
-    missing = _with_dbname(pg_url, f"jv_missing_{uuid.uuid4().hex[:8]}")
+    missing = with_dbname(pg_url, f"jv_missing_{uuid.uuid4().hex[:8]}")
     q = jobvisor.connect(missing)
     with q, pytest.raises(DatabaseRefused, match="does not exist") as raised:
         q.check()
@@ -275,10 +276,10 @@ def test_only_the_queue_imports_a_driver() -> None:
 @pytest.fixture(scope="module")
 def password_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """A throwaway cluster that asks for a password: its URL, without one."""
-    initdb, pg_ctl = _pg_bin("initdb"), _pg_bin("pg_ctl")
+    initdb, pg_ctl = pg_bin("initdb"), pg_bin("pg_ctl")
     if not (initdb and pg_ctl):
         pytest.skip("no PostgreSQL server binaries for a throwaway cluster")
-    cluster = _Cluster(initdb, pg_ctl)
+    cluster = Cluster(initdb, pg_ctl)
     pwfile = cluster.root / "pw"
     pwfile.write_text("right-password\n")
     prefix = cluster.prefix

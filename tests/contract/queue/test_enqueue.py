@@ -17,9 +17,8 @@ from jobvisor import JobStatus, MissingCorrelationId, Queue, cli
 from jobvisor.queue import NewJob, ops
 from jobvisor.queue.api import parse_url
 from jobvisor.queue.model import ENQUEUE_KEYS
-from tests.invariants import assert_invariants, status_counts
-from tests.queue.conftest import MakeQueue
-from tests.queue.helpers import Clock, close_to, row_count
+from tests.support.invariants import assert_invariants, status_counts
+from tests.support.queue import Clock, MakeQueue, close_to, row_count
 
 
 def test_enqueue_with_every_option(cqueue: Queue, clock: Clock, url: str) -> None:

@@ -18,10 +18,9 @@ from jobvisor import AsyncQueue, InvalidArgument, JobStatus, Queue
 from jobvisor.queue import DatabaseError, NewJob
 from jobvisor.queue.api import parse_url
 from jobvisor.queue.model import new_job_id, new_job_ids
-from tests.conftest import run_with
-from tests.invariants import assert_invariants, query_all
-from tests.queue.conftest import MakeQueue
-from tests.queue.helpers import Clock, row_count
+from tests.support.aio import run_with
+from tests.support.invariants import assert_invariants, query_all
+from tests.support.queue import Clock, MakeQueue, row_count
 
 # Every column `enqueue` sets, but the id, the correlation id and the times.
 COMPARED = (

@@ -10,7 +10,7 @@ import pytest
 
 from jobvisor import Queue
 from jobvisor.queue.api import parse_url
-from tests.invariants import assert_invariants, violations
+from tests.support.invariants import assert_invariants, violations
 
 BREAKS = {
     "a running job has a claim_token": "UPDATE jobvisor_jobs SET status = 'running'",

@@ -17,11 +17,10 @@ from jobvisor import JobStatus, Queue
 from jobvisor.queue.errors import InvalidArgument
 from jobvisor.queue.model import Limit, LimitScope, LimitSource
 from jobvisor.queue.notices import Notice, NoticeKind
-from tests.conftest import run_async
-from tests.invariants import assert_invariants, query_all
-from tests.queue.conftest import MakeQueue
-from tests.queue.helpers import Clock, run_in_processes
-from tests.worker.helpers import execute
+from tests.support.aio import run_async
+from tests.support.invariants import assert_invariants, query_all
+from tests.support.queue import Clock, MakeQueue, run_in_processes
+from tests.support.worker import execute
 
 
 def _types(jobs: list[Any]) -> dict[str, int]:

@@ -13,7 +13,7 @@ import pytest
 import jobvisor
 from jobvisor.queue.errors import InvalidArgument
 from jobvisor.queue.notices import Notice, NoticeKind
-from tests.conftest import run_async
+from tests.support.aio import run_async
 
 WAIT = 30.0  # bound on every wait below; never reached when things work
 

@@ -14,9 +14,8 @@ import pytest
 
 from jobvisor import InvalidArgument, Job, JobStatus, LeaseLost, Queue, RetryPolicy
 from jobvisor.queue import ops
-from tests.invariants import assert_invariants
-from tests.queue.conftest import MakeQueue
-from tests.queue.helpers import Clock, close_to, table_snapshot
+from tests.support.invariants import assert_invariants
+from tests.support.queue import Clock, MakeQueue, close_to, table_snapshot
 
 OUTCOMES: dict[str, Callable[[Queue, Job], Any]] = {
     "renew": lambda q, j: q.renew(j),

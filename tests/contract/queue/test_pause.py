@@ -13,16 +13,16 @@ import jobvisor
 from jobvisor import JobStatus, Queue
 from jobvisor.queue.errors import DatabaseUnavailable, InvalidArgument, LeaseLost
 from jobvisor.queue.notices import Notice, NoticeKind
-from tests.conftest import run_async
-from tests.invariants import assert_invariants
-from tests.queue.conftest import MakeQueue
-from tests.queue.helpers import (
+from tests.support.aio import run_async
+from tests.support.invariants import assert_invariants
+from tests.support.queue import (
+    MakeQueue,
     child_claim_all,
     claimed_after_pause,
     queue_counts,
     run_in_processes,
-    wait_until,
 )
+from tests.support.wait import wait_until
 
 
 def test_a_paused_queue_gives_no_job_to_any_claim(queue: Queue, url: str) -> None:

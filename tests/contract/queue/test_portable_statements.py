@@ -19,8 +19,7 @@ from jobvisor.backoff import retry_draw
 from jobvisor.queue import RetryPolicy, sql_postgres, sql_sqlite
 from jobvisor.queue.engine import CLOCK_REFRESH
 from jobvisor.queue.model import new_job_ids
-from tests.queue.conftest import MakeQueue
-from tests.queue.helpers import Clock
+from tests.support.queue import Clock, MakeQueue
 
 # What a state change must not call: volatile functions, and the clock read
 # inside the statement (the time is a parameter).

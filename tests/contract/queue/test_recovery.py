@@ -14,9 +14,9 @@ import jobvisor
 from jobvisor import InvalidArgument, JobStatus, LeaseLost, Queue, RetryPolicy
 from jobvisor.queue import sql_postgres, sql_sqlite
 from jobvisor.queue.api import parse_url
-from tests.invariants import assert_invariants
-from tests.queue.conftest import MakeQueue
-from tests.queue.helpers import Clock, close_to, table_snapshot, wait_until
+from tests.support.invariants import assert_invariants
+from tests.support.queue import Clock, MakeQueue, close_to, table_snapshot
+from tests.support.wait import wait_until
 
 
 def test_reap_expired_returns_jobs_to_retryable_or_dead(

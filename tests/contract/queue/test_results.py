@@ -13,8 +13,7 @@ import jobvisor
 from jobvisor import InvalidArgument, JobStatus, LeaseLost, Queue
 from jobvisor.queue import ops
 from jobvisor.queue.model import progress_json
-from tests.queue.conftest import MakeQueue
-from tests.queue.helpers import Clock, close_to, table_snapshot
+from tests.support.queue import Clock, MakeQueue, close_to, table_snapshot
 
 
 def test_a_result_is_stored_with_the_completion(queue: Queue) -> None:

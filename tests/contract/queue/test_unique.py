@@ -23,10 +23,10 @@ from jobvisor import (
     Unique,
 )
 from jobvisor.queue import NewJob
-from tests.conftest import run_with
-from tests.invariants import assert_invariants
-from tests.queue.helpers import Clock, close_to, row_count
-from tests.tracing.test_migration import PENDING, make_version_1
+from tests.contract.tracing.test_migration import PENDING, make_version_1
+from tests.support.aio import run_with
+from tests.support.invariants import assert_invariants
+from tests.support.queue import Clock, close_to, row_count
 
 HOUR = 3600
 
@@ -370,7 +370,7 @@ def test_unique_on_a_database_upgraded_with_jobs_in_it(url: str) -> None:
 
 def _operations_sql() -> list[str]:
     """The statements docs/operations.md gives for building the index first."""
-    text = (Path(__file__).resolve().parents[2] / "docs" / "operations.md").read_text()
+    text = (Path(__file__).resolve().parents[3] / "docs" / "operations.md").read_text()
     section = text.split("## Unique jobs", 1)[1]
     block = section.split("```sql\n", 1)[1].split("```", 1)[0]
     return [s.strip() for s in block.split(";") if s.strip()]

@@ -19,9 +19,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from jobvisor import Queue, Unique
-from tests.invariants import assert_invariants, query_all
-from tests.queue.conftest import MakeQueue
-from tests.queue.helpers import Clock
+from tests.support.invariants import assert_invariants, query_all
+from tests.support.queue import Clock, MakeQueue
 
 ENQUEUERS = 8
 PERIOD = 3600

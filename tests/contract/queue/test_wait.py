@@ -15,7 +15,7 @@ import pytest
 import jobvisor
 from jobvisor import AsyncQueue, InvalidArgument, JobNotFound, JobStatus, Queue
 from jobvisor.queue.notices import Notice
-from tests.conftest import run_with
+from tests.support.aio import run_with
 
 DEADLINE = 30.0
 

@@ -17,7 +17,7 @@ import pytest
 import jobvisor
 from jobvisor import Queue
 from jobvisor.queue import XminHolder
-from tests.conftest import throwaway_cluster
+from tests.support.postgres import throwaway_cluster
 
 
 @pytest.fixture(scope="module")

@@ -13,8 +13,8 @@ import pytest
 import jobvisor
 from jobvisor.schedules import MISSED_AFTER, ScheduleSpec
 from jobvisor.supervisor.maintenance import Scheduler
-from tests.conftest import run_async
-from tests.queue.helpers import Clock
+from tests.support.aio import run_async
+from tests.support.queue import Clock
 
 START = dt.datetime(2026, 1, 1, 12, 0, tzinfo=dt.UTC)
 HOUR = 3600.0

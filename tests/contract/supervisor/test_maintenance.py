@@ -21,11 +21,10 @@ from jobvisor.supervisor.maintenance import (
     SummaryLogger,
     run_periodically,
 )
-from tests.conftest import run_async
-from tests.invariants import assert_invariants, query_all
-from tests.queue.helpers import Clock
-
-from .helpers import by_status
+from tests.support.aio import run_async
+from tests.support.invariants import assert_invariants, query_all
+from tests.support.queue import Clock
+from tests.support.service import by_status
 
 
 def test_the_reaper_takes_back_expired_leases(queue: Queue) -> None:

@@ -22,10 +22,8 @@ import jobvisor
 from jobvisor import AsyncQueue, InvalidArgument, Queue, Registry, Unique
 from jobvisor.queue.api import parse_url
 from jobvisor.tasks import NoQueueBound, Task
-from tests.conftest import run_with
-from tests.invariants import query_all
-from tests.queue.helpers import row_count
-from tests.tasks.app import (
+from tests.support.aio import run_with
+from tests.support.apps.tasks import (
     Address,
     Customer,
     Line,
@@ -37,6 +35,8 @@ from tests.tasks.app import (
     ship,
     sync_account,
 )
+from tests.support.invariants import query_all
+from tests.support.queue import row_count
 
 ORDER = Order(
     id=7,

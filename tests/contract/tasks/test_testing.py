@@ -25,10 +25,8 @@ from jobvisor import (
     testing,
 )
 from jobvisor.testing import Recorder, TestingError
-from tests.cli.conftest import JOBVISOR, clean_env
-from tests.conftest import run_with
-from tests.queue.helpers import row_count
-from tests.tasks.app import (
+from tests.support.aio import run_with
+from tests.support.apps.tasks import (
     Address,
     Customer,
     Line,
@@ -43,6 +41,8 @@ from tests.tasks.app import (
     ship,
     whoami,
 )
+from tests.support.cli import JOBVISOR, clean_env
+from tests.support.queue import row_count
 
 ORDER = Order(
     id=1,

@@ -10,9 +10,8 @@ from collections.abc import Iterator
 import pytest
 
 from jobvisor import Cancel, JobContext, JobStatus, Queue, Registry, RetryPolicy
-from tests.invariants import assert_invariants
-
-from .helpers import run_worker
+from tests.support.invariants import assert_invariants
+from tests.support.tracing import run_worker
 
 pytest.importorskip("opentelemetry.sdk", reason="the dev extra installs opentelemetry-sdk")
 

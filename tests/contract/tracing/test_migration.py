@@ -16,7 +16,7 @@ from jobvisor import JobStatus
 from jobvisor.queue import ops, sql_postgres, sql_sqlite
 from jobvisor.queue.api import parse_url
 from jobvisor.queue.engine import split_script
-from tests.invariants import assert_invariants
+from tests.support.invariants import assert_invariants
 
 V1_COLUMNS = (
     "id, queue, job_type, payload, priority, run_at, status, attempts, max_attempts,"

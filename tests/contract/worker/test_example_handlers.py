@@ -8,7 +8,7 @@ from collections import Counter
 
 import jobvisor
 from jobvisor import JobStatus, example, testing
-from tests.queue.helpers import Clock
+from tests.support.queue import Clock
 
 
 def test_every_demo_job_completes_after_its_retries(url: str) -> None:

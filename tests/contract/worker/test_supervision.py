@@ -11,7 +11,7 @@ import pytest
 
 from jobvisor import AsyncQueue, Registry
 from jobvisor.worker.loop import Loop, Worker
-from tests.conftest import run_with
+from tests.support.aio import run_with
 
 
 async def raises() -> None:

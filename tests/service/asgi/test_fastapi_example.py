@@ -14,8 +14,8 @@ import jobvisor
 import jobvisor.asgi
 from examples.fastapi import app as example
 from jobvisor import testing
-from tests.queue.helpers import row_count
-from tests.worker.helpers import running_worker
+from tests.support.queue import row_count
+from tests.support.worker import running_worker
 
 APP = "examples.fastapi.app:registry"
 REPORT = {"customer": "ada", "month": "2026-05", "amounts": [12.5, 7.5, 0.25]}
@@ -30,7 +30,6 @@ def client(url: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[TestClient]:
         yield client
 
 
-@pytest.mark.slow
 def test_a_request_waits_for_the_result_a_worker_built(client: TestClient, url: str) -> None:
     with running_worker(url, app=APP):
         now = client.post("/reports/now", params={"wait": 30}, json=REPORT)

@@ -9,8 +9,7 @@ import json
 import pytest
 
 from jobvisor import Queue
-
-from .conftest import Cli, clean_env
+from tests.support.cli import Cli, clean_env
 
 DEEP = "[" * 3000 + "]" * 3000
 

@@ -20,8 +20,7 @@ import pytest
 import jobvisor
 from jobvisor import JobStatus, Queue
 from jobvisor.cli import build_parser
-
-from .conftest import JOBVISOR, Cli, clean_env
+from tests.support.cli import JOBVISOR, Cli, clean_env
 
 
 def make_dead(q: Queue, job_type: str, n: int) -> list[uuid.UUID]:

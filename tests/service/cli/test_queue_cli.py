@@ -7,7 +7,7 @@ import json
 import pytest
 
 from jobvisor import Queue
-from tests.cli.conftest import Cli
+from tests.support.cli import Cli
 
 
 def test_pause_and_resume_change_what_claims_get(cli: Cli, db: Queue) -> None:

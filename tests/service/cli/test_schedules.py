@@ -7,8 +7,7 @@ import json
 
 from jobvisor import Queue
 from jobvisor.schedules import ScheduleSpec
-
-from .conftest import Cli
+from tests.support.cli import Cli
 
 NOW = dt.datetime(2026, 1, 1, 12, 0, tzinfo=dt.UTC)
 

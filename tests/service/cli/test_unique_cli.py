@@ -9,8 +9,8 @@ import uuid
 import pytest
 
 from jobvisor import Job, JobStatus, Queue
-from tests.cli.conftest import Cli
-from tests.queue.helpers import row_count
+from tests.support.cli import Cli
+from tests.support.queue import row_count
 
 
 def test_enqueue_with_a_unique_key_prints_the_holders_id(cli: Cli, db: Queue) -> None:

@@ -12,8 +12,7 @@ import urllib.request
 from pathlib import Path
 
 import jobvisor
-
-from .conftest import JOBVISOR, clean_env
+from tests.support.cli import JOBVISOR, clean_env
 
 
 def _free_port() -> int:

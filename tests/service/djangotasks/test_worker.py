@@ -15,11 +15,10 @@ from jobvisor import JobStatus, Queue
 from jobvisor.config import Config
 from jobvisor.contrib.django.compat import TaskResultStatus
 from tests.django_project.shop import tasks
-from tests.djangotasks.conftest import django_env
-from tests.invariants import assert_invariants
-from tests.supervisor.helpers import Service, services, wait_until
-
-pytestmark = pytest.mark.slow
+from tests.support.django import django_env
+from tests.support.invariants import assert_invariants
+from tests.support.service import Service, services
+from tests.support.wait import wait_until
 
 
 @pytest.fixture

@@ -1,4 +1,4 @@
-"""The app of the limit tests (`JOBVISOR_APP=tests.limits.app:registry`):
+"""The app of the limit tests (`JOBVISOR_APP=tests.service.limits.app:registry`):
 handlers that return when they started and ended (host clock, seconds), so
 a test reads from the results how many ran at once."""
 

@@ -15,13 +15,12 @@ import pytest
 
 import jobvisor
 from jobvisor.exitcodes import ExitCode
-from tests.invariants import assert_invariants, query_all
-from tests.supervisor.helpers import Service, services, wait_until
-
-pytestmark = pytest.mark.slow
+from tests.support.invariants import assert_invariants, query_all
+from tests.support.service import Service, services
+from tests.support.wait import wait_until
 
 APP = {
-    "JOBVISOR_APP": "tests.limits.app:registry",
+    "JOBVISOR_APP": "tests.service.limits.app:registry",
     "JOBVISOR_WORKERS": "2",
     "JOBVISOR_CONCURRENCY": "6",
 }
@@ -192,6 +191,8 @@ def test_a_key_rate_holds_per_key_and_every_key_progresses(
 def test_a_bad_declared_limit_stops_the_service_with_exit_78(
     url: str, tmp_path: Path, start_service: Callable[..., Service]
 ) -> None:
-    service = start_service(url, tmp_path, {**APP, "JOBVISOR_APP": "tests.limits.bad_app:registry"})
+    service = start_service(
+        url, tmp_path, {**APP, "JOBVISOR_APP": "tests.service.limits.bad_app:registry"}
+    )
     assert service.wait_exit(90) == ExitCode.CONFIG
     assert any("rate='fast'" in line for line in service.lines())

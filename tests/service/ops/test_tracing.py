@@ -14,7 +14,7 @@ import pytest
 from jobvisor import tracing
 from jobvisor.queue.model import Job, JobStatus
 from jobvisor.worker.protocol import Outcome
-from tests.no_otel import BLOCK_OPENTELEMETRY
+from tests.support.no_otel import BLOCK_OPENTELEMETRY
 
 pytest.importorskip("opentelemetry.sdk", reason="the dev extra installs opentelemetry-sdk")
 

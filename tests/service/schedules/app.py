@@ -1,4 +1,4 @@
-"""The app of the schedule tests (`JOBVISOR_APP=tests.schedules.app:registry`):
+"""The app of the schedule tests (`JOBVISOR_APP=tests.service.schedules.app:registry`):
 one schedule ticking every second, all missed ticks caught up."""
 
 from __future__ import annotations

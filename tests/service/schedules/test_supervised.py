@@ -16,12 +16,11 @@ import pytest
 
 import jobvisor
 from jobvisor.exitcodes import ExitCode
-from tests.invariants import query_all
-from tests.supervisor.helpers import Service, http_get, services, wait_until
+from tests.support.invariants import query_all
+from tests.support.service import Service, http_get, services
+from tests.support.wait import wait_until
 
-pytestmark = pytest.mark.slow
-
-APP = {"JOBVISOR_APP": "tests.schedules.app:registry", "JOBVISOR_WORKERS": "1"}
+APP = {"JOBVISOR_APP": "tests.service.schedules.app:registry", "JOBVISOR_WORKERS": "1"}
 
 
 @pytest.fixture
@@ -82,7 +81,7 @@ def test_a_supervisor_enqueues_each_tick_once(
 def test_an_invalid_schedule_stops_the_service_with_exit_78(
     url: str, tmp_path: Path, start_service: Callable[..., Service]
 ) -> None:
-    settings = {**APP, "JOBVISOR_APP": "tests.schedules.bad_app:registry"}
+    settings = {**APP, "JOBVISOR_APP": "tests.service.schedules.bad_app:registry"}
     service = start_service(url, tmp_path, settings)
     assert service.wait_exit(90) == ExitCode.CONFIG
     assert any("cron='61 * * * *'" in line for line in service.lines())

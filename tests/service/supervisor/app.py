@@ -1,4 +1,4 @@
-"""The handlers the supervisor tests run (`JOBVISOR_APP=tests.supervisor.app:registry`).
+"""The handlers the supervisor tests run (`JOBVISOR_APP=tests.service.supervisor.app:registry`).
 
 Each misbehaves in one way a real handler can: sleeps, kills its own process,
 blocks the event loop, overruns a hard time limit."""

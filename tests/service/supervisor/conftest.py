@@ -10,10 +10,7 @@ import pytest
 
 import jobvisor
 from jobvisor import Queue
-
-from .helpers import Service, services
-
-pytestmark = pytest.mark.slow
+from tests.support.service import Service, services
 
 
 @pytest.fixture

@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 
 from jobvisor import JobStatus, Queue
-from tests.invariants import assert_invariants
-
-from .helpers import Service, by_status, clean_env, job, wait_until
+from tests.support.invariants import assert_invariants
+from tests.support.service import Service, by_status, clean_env, job
+from tests.support.wait import wait_until
 
 REQUEST = "cancelled by request from "
 # A short lease: SQLite hears a cancel at the next renewal (every half lease).

@@ -20,9 +20,8 @@ from jobvisor.supervisor.children import (
     reap_children,
     spawn_worker,
 )
-from tests.conftest import run_async
-
-from .helpers import wait_until
+from tests.support.aio import run_async
+from tests.support.wait import wait_until
 
 STAND_IN = textwrap.dedent(
     """

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import jobvisor
 from jobvisor import Queue
-from tests.invariants import assert_invariants
-
-from .helpers import Service, by_status, job, terminate_backends, wait_until
+from tests.support.invariants import assert_invariants
+from tests.support.service import Service, by_status, job, terminate_backends
+from tests.support.wait import wait_until
 
 
 def test_two_supervisors_run_every_job_once_and_one_leads_the_maintenance(

@@ -11,8 +11,7 @@ from pathlib import Path
 import pytest
 
 from jobvisor.config import EX_CONFIG
-
-from .helpers import COMMAND, clean_env
+from tests.support.service import COMMAND, clean_env
 
 INVALID = [
     ("JOBVISOR_WORKERS", "0"),

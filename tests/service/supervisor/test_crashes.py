@@ -15,9 +15,9 @@ import jobvisor
 from jobvisor import Queue
 from jobvisor.exitcodes import ExitCode
 from jobvisor.worker.protocol import EXIT_BOOT_FAILED
-from tests.invariants import assert_invariants
-
-from .helpers import Service, by_status, is_alive, job, jobs, wait_until
+from tests.support.invariants import assert_invariants
+from tests.support.service import Service, by_status, is_alive, job, jobs
+from tests.support.wait import wait_until
 
 
 def running_on(url: str, job_id: uuid.UUID) -> str:
@@ -141,7 +141,7 @@ def test_kill_9_of_the_parent_makes_its_workers_exit(
 def test_a_worker_that_cannot_boot_stops_the_supervisor_with_its_code(
     sqlite_url: str, tmp_path: Path, start_service: Callable[..., Service]
 ) -> None:
-    broken = {"JOBVISOR_APP": "tests.supervisor.broken_app:registry"}
+    broken = {"JOBVISOR_APP": "tests.service.supervisor.broken_app:registry"}
     service = start_service(sqlite_url, tmp_path, broken)
 
     assert service.wait_exit(60) == EXIT_BOOT_FAILED
@@ -159,7 +159,10 @@ def test_too_many_crashes_in_the_window_stop_the_supervisor_non_zero(
     pg_queue.enqueue_many([{"job_type": "noop"}] * 5)
     # Workers that boot, run, and die on their own holding no job: a crash
     # loop that no job explains.
-    dying = {"JOBVISOR_APP": "tests.supervisor.dying_app:registry", "JOBVISOR_MAX_RESTARTS": "2"}
+    dying = {
+        "JOBVISOR_APP": "tests.service.supervisor.dying_app:registry",
+        "JOBVISOR_MAX_RESTARTS": "2",
+    }
     service = start_service(url, tmp_path, dying)
 
     assert service.wait_exit(60) == ExitCode.CRASH_LOOP

@@ -10,9 +10,9 @@ from typing import Any
 
 import jobvisor
 from jobvisor import Queue
-from tests.invariants import assert_invariants
-
-from .helpers import Service, by_status, http_get, wait_until
+from tests.support.invariants import assert_invariants
+from tests.support.service import Service, by_status, http_get
+from tests.support.wait import wait_until
 
 
 def test_health_readiness_and_metrics(

@@ -8,9 +8,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tests.invariants import assert_invariants
-
-from .helpers import Service, by_status, clean_env, wait_until
+from tests.support.invariants import assert_invariants
+from tests.support.service import Service, by_status, clean_env
+from tests.support.wait import wait_until
 
 
 def test_the_example_app_is_seeded_and_run(sqlite_url: str, tmp_path: Path) -> None:

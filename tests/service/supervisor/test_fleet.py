@@ -8,8 +8,8 @@ from jobvisor import AsyncQueue
 from jobvisor.queue.browse import SupervisorBeat
 from jobvisor.supervisor import fleet
 from jobvisor.supervisor.children import Slot, WorkerProcess
-from tests.conftest import run_with
-from tests.queue.helpers import Clock
+from tests.support.aio import run_with
+from tests.support.queue import Clock
 
 
 def test_heartbeat_writes_prunes_and_forgets(aqueue: AsyncQueue) -> None:

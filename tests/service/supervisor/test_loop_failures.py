@@ -1,7 +1,7 @@
 """A worker whose loop fails is never left alive and healthy: an error that
 will not pass makes it exit, and the supervisor requeues its jobs and
 replaces it; while a loop fails, `/healthz` answers 503 and names it.
-Faults are injected by `tests.worker.faulty_app`."""
+Faults are injected by `tests.service.worker.faulty_app`."""
 
 from __future__ import annotations
 
@@ -12,11 +12,11 @@ from pathlib import Path
 import pytest
 
 from jobvisor import Queue
-from tests.invariants import assert_invariants
+from tests.support.invariants import assert_invariants
+from tests.support.service import Service, by_status, http_get
+from tests.support.wait import wait_until
 
-from .helpers import Service, by_status, http_get, wait_until
-
-FAULTY_APP = "tests.worker.faulty_app:registry"
+FAULTY_APP = "tests.service.worker.faulty_app:registry"
 LOOPS = ["claim", "flush", "renew", "listen"]
 
 

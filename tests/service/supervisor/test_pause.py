@@ -8,10 +8,10 @@ from collections.abc import Callable
 from pathlib import Path
 
 from jobvisor import Queue
-from tests.invariants import assert_invariants, query_all
-from tests.queue.helpers import claimed_after_pause, queue_counts
-
-from .helpers import Service, http_get, wait_until
+from tests.support.invariants import assert_invariants, query_all
+from tests.support.queue import claimed_after_pause, queue_counts
+from tests.support.service import Service, http_get
+from tests.support.wait import wait_until
 
 JOBS = 300
 

@@ -12,8 +12,7 @@ import pytest
 
 import jobvisor
 from jobvisor import JobStatus, Queue
-
-from .helpers import Service
+from tests.support.service import Service
 
 
 def test_wait_returns_each_handlers_result(

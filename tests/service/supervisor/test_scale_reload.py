@@ -8,9 +8,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 from jobvisor import Queue
-from tests.invariants import assert_invariants
-
-from .helpers import Service, by_status, wait_until
+from tests.support.invariants import assert_invariants
+from tests.support.service import Service, by_status
+from tests.support.wait import wait_until
 
 
 def test_sigttin_and_sigttou_change_the_worker_count(

@@ -18,8 +18,8 @@ import psycopg
 import pytest
 
 from jobvisor.config import EX_CONFIG
-
-from .helpers import COMMAND, Service, clean_env, wait_until
+from tests.support.service import COMMAND, Service, clean_env
+from tests.support.wait import wait_until
 
 SECRET = "Tr0ub4dor-S3cret"
 JOBVISOR = Path(sys.executable).with_name("jobvisor")

@@ -10,9 +10,9 @@ from pathlib import Path
 
 from jobvisor import Queue
 from jobvisor.supervisor.arbiter import STOP_MARGIN
-from tests.invariants import assert_invariants
-
-from .helpers import Service, by_status, job, wait_until
+from tests.support.invariants import assert_invariants
+from tests.support.service import Service, by_status, job
+from tests.support.wait import wait_until
 
 SHUTDOWN_TIMEOUT = 3.0
 # What "within the shutdown timeout plus a small margin" allows on a loaded machine.

@@ -11,9 +11,9 @@ from pathlib import Path
 import psycopg
 
 from jobvisor import Queue
-from tests.invariants import assert_invariants
-
-from .helpers import Service, by_status, http_get, wait_until
+from tests.support.invariants import assert_invariants
+from tests.support.service import Service, by_status, http_get
+from tests.support.wait import wait_until
 
 GAUGE = re.compile(r"^jobvisor_db_oldest_xmin_age_seconds (\S+)$", re.MULTILINE)
 

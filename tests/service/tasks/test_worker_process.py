@@ -9,7 +9,7 @@ import decimal
 import pytest
 
 from jobvisor import InvalidArgument, JobStatus, Queue
-from tests.tasks.app import (
+from tests.support.apps.tasks import (
     Address,
     Customer,
     Line,
@@ -21,13 +21,11 @@ from tests.tasks.app import (
     registry,
     ship,
 )
-from tests.tasks.app import whoami as whoami_task
-from tests.worker.helpers import running_worker
+from tests.support.apps.tasks import whoami as whoami_task
+from tests.support.worker import running_worker
 
-APP = "tests.tasks.app:registry"
+APP = "tests.support.apps.tasks:registry"
 DEADLINE = 30.0
-
-pytestmark = pytest.mark.slow
 
 
 def test_a_worker_runs_tasks_with_their_declared_types(queue: Queue, url: str) -> None:

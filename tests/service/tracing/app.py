@@ -1,5 +1,5 @@
 """The application a real worker process loads in the tracing tests
-(`JOBVISOR_APP=tests.tracing.app:registry`). As an application would, it sets
+(`JOBVISOR_APP=tests.service.tracing.app:registry`). As an application would, it sets
 the global OpenTelemetry tracer provider up when imported; its exporter
 appends each finished span as a JSON line to the file named by
 `TRACING_TEST_SPANS`, so the test reads the worker's spans."""
@@ -16,7 +16,7 @@ from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExporter, SpanExportResult
 
 from jobvisor import JobContext, Registry
-from tests.tracing.helpers import SPANS_ENV
+from tests.support.tracing import SPANS_ENV
 
 
 class JsonLinesExporter(SpanExporter):

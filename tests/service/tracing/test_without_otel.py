@@ -13,18 +13,17 @@ from pathlib import Path
 import psycopg
 
 from jobvisor.queue.api import parse_url
-from tests.invariants import assert_invariants
-from tests.no_otel import BLOCK_OPENTELEMETRY
+from tests.support.invariants import assert_invariants
+from tests.support.no_otel import BLOCK_OPENTELEMETRY
+from tests.support.tracing import DEADLINE
 
-from .helpers import DEADLINE
-
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 SCRIPT = BLOCK_OPENTELEMETRY + textwrap.dedent(
     """
     import jobvisor
     from jobvisor import Registry, tracing
-    from tests.tracing.helpers import run_worker
+    from tests.support.tracing import run_worker
 
     url = sys.argv[1]
     registry = Registry()

@@ -11,15 +11,16 @@ from typing import Any
 import pytest
 
 from jobvisor import JobStatus, Queue
-from tests.worker.helpers import running_worker, wait_until
+from tests.support.wait import wait_until
+from tests.support.worker import running_worker
 
 pytest.importorskip("opentelemetry.sdk", reason="the dev extra installs opentelemetry-sdk")
 
 from opentelemetry.sdk.trace import TracerProvider
 
-from .helpers import SPANS_ENV
+from tests.support.tracing import SPANS_ENV
 
-APP = "tests.tracing.app:registry"
+APP = "tests.service.tracing.app:registry"
 
 
 def read_spans(path: Path) -> list[dict[str, Any]]:

@@ -1,5 +1,5 @@
 """Handlers for the worker tests, loaded by real worker processes as
-`JOBVISOR_APP=tests.worker.app:registry`.
+`JOBVISOR_APP=tests.service.worker.app:registry`.
 
 Handlers report what they saw by writing files under `payload["dir"]`, so a
 test observes a handler in another process without sleeping."""

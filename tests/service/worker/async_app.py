@@ -1,5 +1,5 @@
 """Apps for the worker tests of `JOBVISOR_CONCURRENCY=auto`: `registry` has
-only `async def` handlers (`JOBVISOR_APP=tests.worker.async_app:registry`),
+only `async def` handlers (`JOBVISOR_APP=tests.service.worker.async_app:registry`),
 `threaded` the same and one plain function, which runs in a thread."""
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """A test app that makes one loop of the worker that loads it meet database
-errors: `JOBVISOR_APP=tests.worker.faulty_app:registry`.
+errors: `JOBVISOR_APP=tests.service.worker.faulty_app:registry`.
 
-It serves the handlers of `FAULT_APP` (by default `tests.worker.app:registry`)
+It serves the handlers of `FAULT_APP` (by default `tests.service.worker.app:registry`)
 and, at import, wraps the database call of one loop of the worker (the
 worker imports its app before it starts its loops):
 
@@ -36,7 +36,7 @@ from jobvisor.queue.api import AsyncQueue
 from jobvisor.worker import loop as worker_loop
 from jobvisor.worker.registry import load_app
 
-registry = load_app(os.environ.get("FAULT_APP", "tests.worker.app:registry"))
+registry = load_app(os.environ.get("FAULT_APP", "tests.service.worker.app:registry"))
 
 LOOP = os.environ.get("FAULT_LOOP", "")
 KIND = os.environ.get("FAULT_KIND", "may_pass")

@@ -1,5 +1,5 @@
 """Every loop of a worker meets database errors in turn (through
-`tests.worker.faulty_app`): one that may pass is logged and retried until it
+`tests.service.worker.faulty_app`): one that may pass is logged and retried until it
 passes, with the heartbeat naming the failing loop meanwhile; one that lasts
 past the limit stops the worker with a non-zero exit."""
 
@@ -13,11 +13,11 @@ import pytest
 import jobvisor
 from jobvisor import JobStatus, Queue
 from jobvisor.exitcodes import ExitCode
-from tests.invariants import assert_invariants
+from tests.support.invariants import assert_invariants
+from tests.support.wait import wait_until
+from tests.support.worker import WorkerProcess
 
-from .helpers import WorkerProcess, wait_until
-
-FAULTY_APP = "tests.worker.faulty_app:registry"
+FAULTY_APP = "tests.service.worker.faulty_app:registry"
 LOOPS = ["claim", "flush", "renew", "listen"]
 RENEW_LEASE = "6"  # a renewal every 3 s: the jobs of the renew case run longer
 

@@ -18,9 +18,9 @@ import pytest
 import jobvisor
 from jobvisor import JobStatus, Queue
 from jobvisor.worker.loop import EXPRESS_MIN_CONCURRENCY
-from tests.invariants import assert_invariants
-
-from .helpers import ROOT, WorkerProcess, running_worker, steal_lease, wait_until, worker_env
+from tests.support.invariants import assert_invariants
+from tests.support.wait import wait_until
+from tests.support.worker import ROOT, WorkerProcess, running_worker, steal_lease, worker_env
 
 
 def status_of(queue: Queue, job_id: uuid.UUID) -> JobStatus:
@@ -284,9 +284,9 @@ def test_a_database_that_refuses_the_worker_exits_78(pg_url: str) -> None:
     ("app", "at_once"),
     [
         # Every handler async: 200 jobs at once.
-        ("tests.worker.async_app:registry", 200),
+        ("tests.service.worker.async_app:registry", 200),
         # One plain function (threads): 20.
-        ("tests.worker.async_app:threaded", 20),
+        ("tests.service.worker.async_app:threaded", 20),
     ],
 )
 def test_the_default_concurrency_follows_the_handlers(

@@ -17,9 +17,9 @@ import pytest
 
 import jobvisor
 from jobvisor import JobStatus, Queue
-from tests.invariants import assert_invariants
-
-from .helpers import DEADLINE, ROOT, WorkerProcess, wait_until, worker_env
+from tests.support.invariants import assert_invariants
+from tests.support.wait import wait_until
+from tests.support.worker import DEADLINE, ROOT, WorkerProcess, worker_env
 
 TEST_APP_NAME = "jobvisor-worker-test"
 

@@ -1,5 +1,5 @@
 """Tasks for the typed-task tests, loaded by real worker processes as
-`JOBVISOR_APP=tests.tasks.app:registry`.
+`JOBVISOR_APP=tests.support.apps.tasks:registry`.
 
 Each task uses its arguments as the types it declares (attributes of a
 dataclass, methods of a datetime), so a job whose arguments came back as

@@ -16,7 +16,7 @@ import pytest
 
 from jobvisor.config import SETTINGS_BY_FIELD
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 UNIT = ROOT / "systemd" / "jobvisor.service"
 DOCKERFILE = ROOT / "Dockerfile"
 DEPLOY = ROOT / "deploy"

@@ -14,7 +14,7 @@ from jobvisor.exitcodes import ExitCode
 from jobvisor.metrics import Metrics
 from jobvisor.queue.api import AsyncDeadJobs, AsyncQueue, DeadJobs, Queue
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 DOC = (ROOT / "docs" / "operations.md").read_text()
 DESIGN = (ROOT / "docs" / "design.md").read_text()
 BENCHMARKS = (ROOT / "docs" / "benchmarks.md").read_text()

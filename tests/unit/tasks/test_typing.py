@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from mypy import api
 
-SRC = Path(__file__).resolve().parents[2] / "src"
+SRC = Path(__file__).resolve().parents[3] / "src"
 
 TASKS = """
 import asyncio
