@@ -13,7 +13,9 @@ T = TypeVar("T")
 TIMEOUT = 60.0
 
 
-def wait_until(check: Callable[[], T | None | Literal[False]], what: str = "", timeout: float = TIMEOUT) -> T:
+def wait_until(
+    check: Callable[[], T | None | Literal[False]], what: str = "", timeout: float = TIMEOUT
+) -> T:
     """Poll `check` until it returns something truthy and return that; fail
     after `timeout` seconds, naming `what`."""
     deadline = time.monotonic() + timeout
