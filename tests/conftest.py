@@ -42,7 +42,19 @@ LEVELS = ("unit", "contract", "service", "chaos", "web")
 TESTS = Path(__file__).resolve().parent
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+# `JOBVISOR_TEST_ENGINES=sqlite` (what `make test-fast` sets) leaves out every
+# test that needs PostgreSQL; the default runs both engines.
+ENGINES_ENV = "JOBVISOR_TEST_ENGINES"
+
+
+def _needs_postgres(item: pytest.Item) -> bool:
+    if "pg_admin_url" in getattr(item, "fixturenames", ()):
+        return True
+    callspec = getattr(item, "callspec", None)
+    return callspec is not None and "postgres" in callspec.params.values()
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:
         try:
             level = item.path.resolve().relative_to(TESTS).parts[0]
@@ -50,6 +62,17 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             continue
         if level in LEVELS:
             item.add_marker(getattr(pytest.mark, level))
+    engines = {e.strip() for e in os.environ.get(ENGINES_ENV, "postgres,sqlite").split(",")}
+    unknown = engines - set(ENGINES)
+    if unknown:
+        raise pytest.UsageError(
+            f"{ENGINES_ENV}: unknown engine(s) {sorted(unknown)}, expected {ENGINES}"
+        )
+    if "postgres" not in engines:
+        left_out = [item for item in items if _needs_postgres(item)]
+        if left_out:
+            config.hook.pytest_deselected(items=left_out)
+            items[:] = [item for item in items if not _needs_postgres(item)]
 
 
 @pytest.fixture(scope="session")

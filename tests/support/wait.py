@@ -14,7 +14,7 @@ TIMEOUT = 60.0
 
 
 def wait_until(
-    check: Callable[[], T | None | Literal[False]], what: str = "", timeout: float = TIMEOUT
+    check: Callable[[], T | Literal[False] | None], what: str = "", timeout: float = TIMEOUT
 ) -> T:
     """Poll `check` until it returns something truthy and return that; fail
     after `timeout` seconds, naming `what`."""
