@@ -3,7 +3,8 @@
 # install is current with pyproject.toml, so a second run costs nothing).
 #
 #   make run        the service (`jobvisor run`), SQLite at ./jobvisor.db by default
-#   make test       lint + typecheck + the whole test suite
+#   make test       lint + typecheck + the whole test suite (its 25 slowest tests listed)
+#   make test-fast  the quick loop: tests/unit and tests/contract, on SQLite only
 #   make lint / typecheck / fmt / bench / docs / dist / clean
 
 PYTHON ?= python3
@@ -17,11 +18,12 @@ PYTEST_ARGS ?=
 BENCH_ARGS ?=
 
 .DEFAULT_GOAL := help
-.PHONY: help install run test lint typecheck pytest fmt bench docs dist clean
+.PHONY: help install run test test-fast lint typecheck pytest fmt bench docs dist clean
 
 help:
 	@echo "make run        run the service (jobvisor run; SQLite ./jobvisor.db unless JOBVISOR_DATABASE_URL)"
 	@echo "make test       lint, typecheck and the whole test suite"
+	@echo "make test-fast  unit and contract tests on SQLite only: the quick loop"
 	@echo "make lint       ruff check + ruff format --check over $(CHECKED)"
 	@echo "make typecheck  mypy (strict, configured in pyproject.toml)"
 	@echo "make fmt        ruff format + ruff check --fix"
@@ -69,7 +71,12 @@ typecheck: $(STAMP)
 	$(BIN)/mypy
 
 pytest: $(STAMP)
-	$(BIN)/pytest $(PYTEST_ARGS)
+	$(BIN)/pytest --durations=25 $(PYTEST_ARGS)
+
+# No database server, no process: the unit tests and the queue's contract on
+# SQLite (tests/conftest.py leaves out what needs PostgreSQL).
+test-fast: $(STAMP)
+	JOBVISOR_TEST_ENGINES=sqlite $(BIN)/pytest -q tests/unit tests/contract $(PYTEST_ARGS)
 
 fmt: $(STAMP)
 	$(BIN)/ruff format $(CHECKED)

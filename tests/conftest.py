@@ -1,5 +1,5 @@
 """Shared fixtures: a real PostgreSQL (a fresh database per test) and a real
-SQLite file, and queues on both.
+SQLite file, and queues on both; and each test's level marker, from its folder.
 
 PostgreSQL is found in this order: `JOBVISOR_TEST_PG_URL`; the local server at
 `postgresql://postgres@127.0.0.1:5432/postgres`; a throwaway cluster started for
@@ -7,122 +7,72 @@ the session when the server binaries (`initdb`, `pg_ctl`) exist. Without any of
 them the PostgreSQL tests are skipped with the reason, and the SQLite ones run.
 
 `tests` is a package (and so is each folder under it): otherwise pytest puts
-`tests/` itself on sys.path and `tests/queue` shadows the standard library's
-`queue`, which psycopg imports.
+`tests/` itself on sys.path and `tests/support/queue.py` shadows the standard
+library's `queue`, which psycopg imports.
 """
 
 from __future__ import annotations
 
-import asyncio
-import concurrent.futures
 import contextlib
-import glob
 import os
-import pwd
-import shutil
-import socket
-import subprocess
-import tempfile
-import uuid
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
-import psycopg
 import pytest
-from psycopg import sql
 
 import jobvisor
 from jobvisor import AsyncQueue, Queue
+from tests.support.aio import run_async
+from tests.support.postgres import (
+    DEFAULT_PG_URL,
+    Databases,
+    answers,
+    pg_bin,
+    throwaway_cluster,
+    with_dbname,
+)
+from tests.support.sqlite import copy_database, migrated_sqlite
 
-DEFAULT_PG_URL = "postgresql://postgres@127.0.0.1:5432/postgres"
 ENGINES = ["postgres", "sqlite"]
 
-T = TypeVar("T")
+# The levels, by top folder under tests/: each test gets its folder's marker
+# (`pytest -m unit`, `-m "not service and not chaos"`, ...).
+LEVELS = ("unit", "contract", "service", "chaos", "web")
+TESTS = Path(__file__).resolve().parent
 
 
-def run_async(make: Callable[[], Awaitable[T]]) -> T:
-    """Run a coroutine to completion in a fresh event loop (async tests stay sync)."""
-
-    async def main() -> T:
-        return await make()
-
-    return asyncio.run(main())
+# `JOBVISOR_TEST_ENGINES=sqlite` (what `make test-fast` sets) leaves out every
+# test that needs PostgreSQL; the default runs both engines.
+ENGINES_ENV = "JOBVISOR_TEST_ENGINES"
 
 
-def _answers(url: str) -> bool:
-    try:
-        with psycopg.connect(url, connect_timeout=3, autocommit=True) as conn:
-            conn.execute("SELECT 1")
+def _needs_postgres(item: pytest.Item) -> bool:
+    if "pg_admin_url" in getattr(item, "fixturenames", ()):
         return True
-    except psycopg.Error:
-        return False
+    callspec = getattr(item, "callspec", None)
+    return callspec is not None and "postgres" in callspec.params.values()
 
 
-def _pg_bin(name: str) -> str | None:
-    found = shutil.which(name)
-    if found:
-        return found
-    candidates = sorted(glob.glob(f"/usr/lib/postgresql/*/bin/{name}"), reverse=True)
-    return candidates[0] if candidates else None
-
-
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-class _Cluster:
-    """A throwaway PostgreSQL cluster in a temp dir: trust auth, fsync off."""
-
-    def __init__(self, initdb: str, pg_ctl: str) -> None:
-        self.initdb, self.pg_ctl = initdb, pg_ctl
-        self.root = Path(tempfile.mkdtemp(prefix="jobvisor-pg-"))
-        self.data = self.root / "data"
-        self.port = _free_port()
-        self.prefix: list[str] = []
-        if os.geteuid() == 0:
-            # initdb refuses to run as root: the cluster belongs to `postgres`.
-            user = pwd.getpwnam("postgres")
-            os.chown(self.root, user.pw_uid, user.pw_gid)
-            self.prefix = ["runuser", "-u", "postgres", "--"]
-
-    def start(self) -> str:
-        subprocess.run(
-            [*self.prefix, self.initdb, "-D", str(self.data), "-U", "postgres",
-             "-A", "trust", "-E", "UTF8", "--no-sync"],
-            check=True, capture_output=True,
-        )  # fmt: skip
-        self.ctl("-o", self.options(), "-w", "-t", "60", "start", timeout=None)
-        return f"postgresql://postgres@127.0.0.1:{self.port}/postgres"
-
-    def options(self, *, synchronous_commit: bool = False) -> str:
-        """The server's settings: this cluster's port and socket, no fsync."""
-        return (
-            f"-c listen_addresses=127.0.0.1 -c port={self.port} "
-            f"-c unix_socket_directories={self.root} -c fsync=off "
-            f"-c synchronous_commit={'on' if synchronous_commit else 'off'} "
-            "-c full_page_writes=off -c max_connections=200"
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        try:
+            level = item.path.resolve().relative_to(TESTS).parts[0]
+        except ValueError:
+            continue
+        if level in LEVELS:
+            item.add_marker(getattr(pytest.mark, level))
+    engines = {e.strip() for e in os.environ.get(ENGINES_ENV, "postgres,sqlite").split(",")}
+    unknown = engines - set(ENGINES)
+    if unknown:
+        raise pytest.UsageError(
+            f"{ENGINES_ENV}: unknown engine(s) {sorted(unknown)}, expected {ENGINES}"
         )
-
-    def ctl(
-        self, *args: str, check: bool = True, timeout: float | None = 180
-    ) -> subprocess.CompletedProcess[bytes]:
-        """`pg_ctl` on this cluster's data directory, logging to its log file."""
-        return subprocess.run(
-            [*self.prefix, self.pg_ctl, "-D", str(self.data), "-l", str(self.root / "log"), *args],
-            check=check,
-            capture_output=True,
-            timeout=timeout,
-        )
-
-    def stop(self) -> None:
-        subprocess.run(
-            [*self.prefix, self.pg_ctl, "-D", str(self.data), "-m", "immediate", "-w", "stop"],
-            check=False, capture_output=True,
-        )  # fmt: skip
-        shutil.rmtree(self.root, ignore_errors=True)
+    if "postgres" not in engines:
+        left_out = [item for item in items if _needs_postgres(item)]
+        if left_out:
+            config.hook.pytest_deselected(items=left_out)
+            items[:] = [item for item in items if not _needs_postgres(item)]
 
 
 @pytest.fixture(scope="session")
@@ -130,14 +80,14 @@ def pg_admin_url() -> Iterator[str]:
     """A URL to a PostgreSQL superuser's maintenance database (skips without one)."""
     env = os.environ.get("JOBVISOR_TEST_PG_URL")
     if env:
-        if not _answers(env):
+        if not answers(env):
             pytest.skip(f"JOBVISOR_TEST_PG_URL={env!r} does not answer")
         yield env
         return
-    if _answers(DEFAULT_PG_URL):
+    if answers(DEFAULT_PG_URL):
         yield DEFAULT_PG_URL
         return
-    if _pg_bin("initdb") is None or _pg_bin("pg_ctl") is None:
+    if pg_bin("initdb") is None or pg_bin("pg_ctl") is None:
         pytest.skip(
             f"no PostgreSQL: {DEFAULT_PG_URL} does not answer, JOBVISOR_TEST_PG_URL is unset "
             "and no initdb/pg_ctl was found to start a throwaway cluster"
@@ -146,93 +96,54 @@ def pg_admin_url() -> Iterator[str]:
         yield url
 
 
-@contextlib.contextmanager
-def throwaway_cluster() -> Iterator[tuple[_Cluster, str]]:
-    """A started throwaway cluster and its URL, removed afterwards; the test
-    is skipped where no server binaries are found or the cluster cannot start."""
-    initdb, pg_ctl = _pg_bin("initdb"), _pg_bin("pg_ctl")
-    if initdb is None or pg_ctl is None:
-        pytest.skip("no PostgreSQL server binaries (initdb, pg_ctl) for a throwaway cluster")
-    cluster = _Cluster(initdb, pg_ctl)
-    try:
-        try:
-            url = cluster.start()
-        except subprocess.CalledProcessError as exc:
-            detail = (exc.stderr or b"").decode(errors="replace").strip()
-            pytest.skip(f"could not start a throwaway PostgreSQL cluster: {detail}")
-        yield cluster, url
-    finally:
-        cluster.stop()
-
-
-def _with_dbname(url: str, dbname: str) -> str:
-    """The URL with its database name replaced."""
-    base, _, query = url.partition("?")
-    scheme, _, rest = base.partition("://")
-    authority = rest.split("/", 1)[0]
-    return f"{scheme}://{authority}/{dbname}" + (f"?{query}" if query else "")
-
-
-class _Databases:
-    """Fresh databases for tests. Creating and dropping one takes the server a
-    second on a busy machine, so the next database is created and the last one
-    dropped in a background thread while the test runs."""
-
-    def __init__(self, admin_url: str) -> None:
-        self.admin_url = admin_url
-        self.pool = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="jv-test-db")
-        self.spare: concurrent.futures.Future[str] | None = None
-
-    def _create(self) -> str:
-        name = f"jv_t_{uuid.uuid4().hex[:16]}"
-        with psycopg.connect(self.admin_url, autocommit=True) as conn:
-            conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
-        return name
-
-    def _drop(self, name: str) -> None:
-        with psycopg.connect(self.admin_url, autocommit=True) as conn:
-            conn.execute(
-                sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name))
-            )
-
-    def take(self) -> str:
-        name = self.spare.result() if self.spare is not None else self._create()
-        self.spare = self.pool.submit(self._create)
-        return name
-
-    def give_back(self, name: str) -> None:
-        self.pool.submit(self._drop, name)
-
-    def close(self) -> None:
-        if self.spare is not None:
-            with contextlib.suppress(Exception):
-                self._drop(self.spare.result())
-        self.pool.shutdown(wait=True)
-
-
 @pytest.fixture(scope="session")
-def _pg_databases(pg_admin_url: str) -> Iterator[_Databases]:
-    databases = _Databases(pg_admin_url)
+def pg_databases(pg_admin_url: str) -> Iterator[Databases]:
+    """The session's source of fresh PostgreSQL databases."""
+    databases = Databases(pg_admin_url)
     try:
         yield databases
     finally:
         databases.close()
 
 
+# A test that asks for one of these fixtures (directly or through another)
+# has its database migrated by them before it starts: its database may as
+# well be a clone of the migrated template, which leaves it the same.
+MIGRATING = frozenset({"queue", "aqueue", "make_queue", "cqueue", "pg_queue", "chaos_url", "alias"})
+
+
+def _migrated_anyway(request: pytest.FixtureRequest) -> bool:
+    return not MIGRATING.isdisjoint(request.fixturenames)
+
+
 @pytest.fixture
-def pg_url(pg_admin_url: str, _pg_databases: _Databases) -> Iterator[str]:
-    """A fresh, empty (unmigrated) PostgreSQL database for this test, dropped after."""
-    name = _pg_databases.take()
+def pg_url(
+    pg_admin_url: str, pg_databases: Databases, request: pytest.FixtureRequest
+) -> Iterator[str]:
+    """A fresh PostgreSQL database for this test, dropped after: empty
+    (unmigrated), or a clone of the migrated template when the test's
+    fixtures migrate it anyway."""
+    name = pg_databases.take(migrated=_migrated_anyway(request))
     try:
-        yield _with_dbname(pg_admin_url, name)
+        yield with_dbname(pg_admin_url, name)
     finally:
-        _pg_databases.give_back(name)
+        pg_databases.give_back(name)
 
 
 @pytest.fixture
-def sqlite_url(tmp_path: Path) -> str:
-    """A fresh SQLite file (not yet created) in this test's temp dir."""
-    return f"sqlite:///{(tmp_path / 'jobvisor.db').resolve()}"
+def sqlite_url(tmp_path: Path, sqlite_template: Path, request: pytest.FixtureRequest) -> str:
+    """A fresh SQLite file in this test's temp dir: not yet created, or a copy
+    of the migrated one when the test's fixtures migrate it anyway."""
+    path = (tmp_path / "jobvisor.db").resolve()
+    if _migrated_anyway(request):
+        copy_database(sqlite_template, path)
+    return f"sqlite:///{path}"
+
+
+@pytest.fixture(scope="session")
+def sqlite_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A SQLite file migrated once for the session, copied by `sqlite_url`."""
+    return migrated_sqlite(tmp_path_factory.mktemp("sqlite-template") / "jobvisor.db")
 
 
 @pytest.fixture(params=ENGINES)
@@ -274,15 +185,3 @@ def aqueue(url: str, connect_options: dict[str, Any]) -> Iterator[AsyncQueue]:
     yield q
     with contextlib.suppress(Exception):
         run_async(q.close)
-
-
-def run_with(q: AsyncQueue, body: Callable[[AsyncQueue], Awaitable[T]]) -> T:
-    """Run `body(q)` in a fresh event loop, then close `q` in that same loop."""
-
-    async def main() -> T:
-        try:
-            return await body(q)
-        finally:
-            await q.close()
-
-    return asyncio.run(main())

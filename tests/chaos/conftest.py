@@ -8,7 +8,7 @@ from collections.abc import Callable, Iterator
 
 import pytest
 
-from tests.supervisor.helpers import Service, services
+from tests.support.service import Service, services
 
 from .ledger import prepare
 

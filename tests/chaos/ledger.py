@@ -11,7 +11,7 @@ at-least-once delivery:
    every job is `completed` or `dead`, and a `dead` job has a `last_error`
    (after a stop that was not waited out, `pending`/`retryable` are allowed
    too: not yet run, or handed back).
-3. DESIGN.md's invariants (`tests.invariants.assert_invariants`), among them
+3. DESIGN.md's invariants (`tests.support.invariants.assert_invariants`), among them
    attempts <= max_attempts and no claim token outside `running`.
 4. A claim runs its handler at most once: no job appears in two ledger
    runs with the same claim token. (Each claim call draws a fresh token,
@@ -59,8 +59,9 @@ import psycopg
 import jobvisor
 from jobvisor.queue.api import parse_url
 from jobvisor.queue.errors import DatabaseUnavailable
-from tests.invariants import assert_invariants, query_all
-from tests.supervisor.helpers import Service, wait_until
+from tests.support.invariants import assert_invariants, query_all
+from tests.support.service import Service
+from tests.support.wait import wait_until
 
 from .app import LEDGER_DDL
 

@@ -23,8 +23,9 @@ from pathlib import Path
 import pytest
 
 from jobvisor.exitcodes import ExitCode
-from tests.conftest import _Cluster, throwaway_cluster
-from tests.supervisor.helpers import Service, http_get, is_alive, wait_until
+from tests.support.postgres import Cluster, throwaway_cluster
+from tests.support.service import Service, http_get, is_alive
+from tests.support.wait import wait_until
 
 from .ledger import (
     Enqueuer,
@@ -36,13 +37,11 @@ from .ledger import (
     wait_more_runs,
 )
 
-pytestmark = pytest.mark.slow
-
 
 class CrashableServer:
     """A throwaway cluster whose postmaster the test kills with SIGKILL."""
 
-    def __init__(self, cluster: _Cluster, url: str) -> None:
+    def __init__(self, cluster: Cluster, url: str) -> None:
         self.cluster, self.url = cluster, url
 
     @property

@@ -12,8 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import _Cluster, throwaway_cluster
-from tests.supervisor.helpers import Service, terminate_backends, wait_until
+from tests.support.postgres import Cluster, throwaway_cluster
+from tests.support.service import Service, terminate_backends
+from tests.support.wait import wait_until
 
 from .ledger import (
     Enqueuer,
@@ -24,8 +25,6 @@ from .ledger import (
     wait_all_finished,
     wait_more_runs,
 )
-
-pytestmark = pytest.mark.slow
 
 TERMINATIONS = 8
 RESTARTS = 2
@@ -63,7 +62,7 @@ def test_every_session_terminated_again_and_again_under_load(
 class ThrowawayServer:
     """A PostgreSQL cluster of this test's own, which it may restart."""
 
-    def __init__(self, cluster: _Cluster, url: str) -> None:
+    def __init__(self, cluster: Cluster, url: str) -> None:
         self.cluster, self.url = cluster, url
 
     def restart(self) -> None:

@@ -18,10 +18,9 @@ import pytest
 import jobvisor
 from jobvisor.exitcodes import ExitCode
 from jobvisor.queue import DatabaseError
-from tests.invariants import assert_invariants
-from tests.supervisor.helpers import Service, by_status, http_get, wait_until
-
-pytestmark = pytest.mark.slow
+from tests.support.invariants import assert_invariants
+from tests.support.service import Service, by_status, http_get
+from tests.support.wait import wait_until
 
 SIZE = "8m"
 CHUNK = b"\0" * 65536

@@ -16,8 +16,8 @@ import pytest
 
 import jobvisor
 from jobvisor.queue.api import parse_url
-from tests.invariants import query_all
-from tests.supervisor.helpers import Service
+from tests.support.invariants import query_all
+from tests.support.service import Service
 
 from .ledger import MAX_ATTEMPTS, assert_chaos_invariants, settings, wait_all_finished
 

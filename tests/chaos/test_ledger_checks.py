@@ -15,8 +15,8 @@ import pytest
 
 import jobvisor
 from jobvisor.queue.api import parse_url
-from tests.conftest import _Databases, _with_dbname
-from tests.supervisor.helpers import Service
+from tests.support.postgres import Databases, with_dbname
+from tests.support.service import Service
 
 from .app import LEDGER_INSERT
 from .ledger import assert_chaos_invariants, prepare
@@ -32,15 +32,15 @@ def record(url: str, job_id: uuid.UUID, token: uuid.UUID, worker: str, attempt: 
 
 
 @pytest.fixture(scope="module")
-def checked_url(pg_admin_url: str, _pg_databases: _Databases) -> Iterator[str]:
+def checked_url(pg_admin_url: str, pg_databases: Databases) -> Iterator[str]:
     """One database for the module (each test empties its tables first)."""
-    name = _pg_databases.take()
+    name = pg_databases.take()
     try:
-        url = _with_dbname(pg_admin_url, name)
+        url = with_dbname(pg_admin_url, name)
         prepare(url)
         yield url
     finally:
-        _pg_databases.give_back(name)
+        pg_databases.give_back(name)
 
 
 @pytest.fixture

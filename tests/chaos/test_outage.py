@@ -19,12 +19,11 @@ from typing import Any
 import pytest
 
 from jobvisor.exitcodes import ExitCode
-from tests.conftest import _Cluster, throwaway_cluster
-from tests.supervisor.helpers import Service, http_get, wait_until
+from tests.support.postgres import Cluster, throwaway_cluster
+from tests.support.service import Service, http_get
+from tests.support.wait import wait_until
 
 from .ledger import Enqueuer, answers, assert_chaos_invariants, prepare, settings, wait_all_finished
-
-pytestmark = pytest.mark.slow
 
 OUTAGE = 20.0  # longer than a worker's boot timeout (15 s)
 APP = "tests.chaos.outage_app:registry"
@@ -34,7 +33,7 @@ class StoppableServer:
     """A throwaway PostgreSQL cluster that the test stops and starts again
     on the same port."""
 
-    def __init__(self, cluster: _Cluster, url: str) -> None:
+    def __init__(self, cluster: Cluster, url: str) -> None:
         self.cluster, self.url = cluster, url
 
     def stop(self) -> None:

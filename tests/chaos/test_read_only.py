@@ -18,7 +18,8 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from tests.supervisor.helpers import Service, by_status, http_get, wait_until
+from tests.support.service import Service, by_status, http_get
+from tests.support.wait import wait_until
 
 from .ledger import (
     Enqueuer,
@@ -29,8 +30,6 @@ from .ledger import (
     wait_more_runs,
 )
 from .test_database import ThrowawayServer, throwaway_server  # noqa: F401 - a fixture
-
-pytestmark = pytest.mark.slow
 
 SHARED_PORT = 5432
 WINDOW = 5.0  # seconds read-only, at least

@@ -13,9 +13,10 @@ from pathlib import Path
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.cli.conftest import JOBVISOR, Cli
-from tests.invariants import STATUSES
-from tests.supervisor.helpers import Service, http_get, wait_until
+from tests.support.cli import JOBVISOR, Cli
+from tests.support.invariants import STATUSES
+from tests.support.service import Service, http_get
+from tests.support.wait import wait_until
 
 from .ledger import (
     Enqueuer,
@@ -25,8 +26,6 @@ from .ledger import (
     wait_all_finished,
     wait_more_runs,
 )
-
-pytestmark = pytest.mark.slow
 
 ROLLOUTS = 10
 HTTP = {"JOBVISOR_HTTP_ADDR": "127.0.0.1:0", "JOBVISOR_SUMMARY_INTERVAL": "0.5"}

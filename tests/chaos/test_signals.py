@@ -15,11 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.supervisor.helpers import Service, is_alive
+from tests.support.service import Service, is_alive
 
 from .ledger import Enqueuer, assert_chaos_invariants, settings, wait_more_runs
-
-pytestmark = pytest.mark.slow
 
 BURST = 200  # signals between two looks at the process tree
 

@@ -14,8 +14,9 @@ from pathlib import Path
 import pytest
 
 import jobvisor
-from tests.invariants import query_all
-from tests.supervisor.helpers import Service, is_alive, job, wait_until
+from tests.support.invariants import query_all
+from tests.support.service import Service, is_alive, job
+from tests.support.wait import wait_until
 
 from .ledger import (
     MAX_ATTEMPTS,
@@ -27,8 +28,6 @@ from .ledger import (
     wait_all_finished,
     wait_more_runs,
 )
-
-pytestmark = pytest.mark.slow
 
 KILLS = 10
 

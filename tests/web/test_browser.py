@@ -18,10 +18,10 @@ from jobvisor import JobStatus, Queue
 from jobvisor.queue.fleet import SupervisorBeat
 from jobvisor.queue.internal import service_ops
 from jobvisor.web import app
-from tests.invariants import assert_invariants
-from tests.queue.helpers import Clock
+from tests.support.invariants import assert_invariants
+from tests.support.queue import Clock
+from tests.support.web import TOKEN, serving
 
-from .conftest import TOKEN, serving
 from .test_pages import dead_job
 
 CHROMEDRIVER = "/usr/bin/chromedriver"

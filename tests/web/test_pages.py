@@ -14,9 +14,8 @@ from jobvisor.queue.fleet import SupervisorBeat
 from jobvisor.queue.internal import dashboard_ops, service_ops
 from jobvisor.schedules import ScheduleSpec
 from jobvisor.web import views
-from tests.invariants import assert_invariants
-
-from .conftest import TOKEN, Browser, mounted, serving
+from tests.support.invariants import assert_invariants
+from tests.support.web import TOKEN, Browser, mounted, serving
 
 
 def dead_job(queue: Queue, job_type: str = "boom", payload: object = None) -> uuid.UUID:

@@ -16,8 +16,7 @@ from jobvisor.queue.errors import InvalidArgument
 from jobvisor.web import app
 from jobvisor.web.proxy import ForwardedHeaders
 from jobvisor.web.throttle import BURST, REFILL_SECONDS, Throttle
-
-from .conftest import TOKEN, Browser, serving
+from tests.support.web import TOKEN, Browser, serving
 
 
 @pytest.mark.parametrize(

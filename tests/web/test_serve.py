@@ -15,10 +15,9 @@ from pathlib import Path
 import pytest
 
 import jobvisor
-from tests.cli.conftest import JOBVISOR, clean_env
-from tests.supervisor.helpers import services
-
-from .conftest import TOKEN
+from tests.support.cli import JOBVISOR, clean_env
+from tests.support.service import services
+from tests.support.web import TOKEN
 
 
 @pytest.fixture

@@ -6,7 +6,7 @@ import html
 import re
 
 from jobvisor import Queue, Unique
-from tests.web.conftest import Browser
+from tests.support.web import Browser
 
 
 def _unique_cell(page: str) -> str:

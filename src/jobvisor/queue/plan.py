@@ -46,7 +46,7 @@ class Stmt:
     format; a `jsonb` column then takes JSON text as it is.
 
     `sql` is a `LiteralString`: a statement of the engine's SQL module, never
-    one built at run time (values go in `params`; tests/queue/test_engine.py
+    one built at run time (values go in `params`; tests/contract/queue/test_engine.py
     checks every statement handed to a `Stmt` is such a constant).
     """
 

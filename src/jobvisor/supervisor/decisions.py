@@ -3,7 +3,7 @@
 Every function here is pure: plain values in (times are `time.monotonic()`
 seconds, passed in), a plain value out, no process, signal, clock or log
 touched. The arbiter gathers the facts, asks, and carries the answer out;
-`tests/supervisor/test_decisions.py` asks the same questions in milliseconds.
+`tests/unit/supervisor/test_decisions.py` asks the same questions in milliseconds.
 
 - What an exit means: `classify_exit` (and `charge_after_requeue` for a
   booted worker whose held jobs are known only after the requeue).

@@ -3,7 +3,7 @@
 `runner.py`, the sync runner, is generated from it by `tools/async_to_sync.py`
 (coroutines become functions, `await` goes, async names become their sync
 twins, and a block under `if _ASYNC:` keeps only its `else`); edit this
-module and run the tool, never the generated one. tests/queue/test_generated.py
+module and run the tool, never the generated one. tests/contract/queue/test_generated.py
 checks the two agree.
 """
 
