@@ -21,8 +21,6 @@ from tests.support.service import Service
 
 from .ledger import MAX_ATTEMPTS, assert_chaos_invariants, settings, wait_all_finished
 
-pytestmark = pytest.mark.slow
-
 BACKLOG = 10_000
 
 

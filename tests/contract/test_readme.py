@@ -178,7 +178,6 @@ def _environment(command: list[str]) -> tuple[dict[str, str], list[str]]:
     return settings, command
 
 
-@pytest.mark.slow
 def test_the_readme_example_runs_through_the_service(url: str, tmp_path: Path) -> None:
     """The README's fifteen lines, saved as quickstart.py and run with the
     README's own commands in an empty directory: the script enqueues, a real

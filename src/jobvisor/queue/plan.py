@@ -152,6 +152,7 @@ class SqlSet(Protocol):
     JOB_RELEASE_MANY: LiteralString
     JOB_CANCEL_HELD: LiteralString
     JOB_REAP_EXPIRED: LiteralString
+    JOB_HELD_BY_WORKER: LiteralString
     JOB_REQUEUE_CRASHED: LiteralString
     JOB_DELETE_FINISHED: LiteralString
     JOB_COUNT_BY_QUEUE_STATUS: LiteralString

@@ -13,6 +13,8 @@ import dataclasses
 import uuid
 from collections.abc import Iterable, Sequence
 
+from jobvisor.queue.ops.recovery import CRASH_LIMIT
+
 LIVE = frozenset({"pending", "running", "retryable"})
 TERMINAL = frozenset({"completed", "dead", "cancelled"})
 
@@ -33,6 +35,7 @@ class ModelJob:
     lease_expires_at: float | None = None
     finished_at: float | None = None
     cancel_requested: bool = False  # `cancel` of the running job: whatever settles it cancels it
+    crashes: int = 0  # deaths of its workers of no known cause since it was last charged for one
     concurrency_key: str | None = None
 
     def row(self) -> tuple[object, ...]:
@@ -274,13 +277,24 @@ class QueueModel:
         return len(expired)
 
     def requeue_crashed(self, worker_id: str, culprit: uuid.UUID | None = None) -> int:
-        """A worker died: its jobs back now, attempt counted; with a culprit,
-        only that one is charged and the others are released."""
+        """A worker died: a charged job is back now with its attempt counted,
+        the others are released with it given back. With a culprit only that
+        one is charged; without one, a job that ran alone, or one at its
+        `CRASH_LIMIT`-th crash since it was last charged (the others count one
+        more crash)."""
         held = [j for j in self.jobs.values() if j.status == "running" and j.worker_id == worker_id]
+        alone = len(held) == 1
         for job in held:
-            if culprit is None or job.id == culprit:
+            if culprit is not None:
+                charged = job.id == culprit
+            else:
+                charged = alone or job.crashes + 1 >= CRASH_LIMIT
+            if charged:
+                job.crashes = 0
                 self._spent_or_retry(job, 0.0)
             else:
+                if culprit is None:
+                    job.crashes += 1
                 self._unhold(job, "pending")
                 job.attempts -= 1
                 if not job.cancel_requested:

@@ -350,7 +350,7 @@ class QueueMachine(RuleBasedStateMachine):
 
     @rule(worker=st.sampled_from(WORKERS), pick=st.integers(0, 3))
     def requeue_crashed(self, worker: str, pick: int) -> None:
-        """pick 0: a crash (every job charged); otherwise a kill for one of
+        """pick 0: a crash of no known cause; otherwise a kill for one of
         the worker's running jobs, the others released."""
         running = sorted(
             j.id

@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 from types import ModuleType
 
-TOOL = Path(__file__).resolve().parents[2] / "tools" / "async_to_sync.py"
+TOOL = Path(__file__).resolve().parents[3] / "tools" / "async_to_sync.py"
 
 
 def _tool() -> ModuleType:

@@ -352,7 +352,7 @@ def test_requeue_crashed_finds_a_workers_jobs_through_the_lease_index(
                 r[0] for r in conn.execute(
                     "EXPLAIN " + sql_postgres.JOB_REQUEUE_CRASHED,
                     {"worker_id": "dead-worker", "error": "x", "culprit": None, "now": None,
-                     "crash_limit": CRASH_LIMIT},
+                     "crash_limit": CRASH_LIMIT, "alone": False},
                 )
             )  # fmt: skip
     else:
@@ -365,7 +365,7 @@ def test_requeue_crashed_finds_a_workers_jobs_through_the_lease_index(
                 str(r[-1]) for r in conn.execute(
                     "EXPLAIN QUERY PLAN " + sql_sqlite.JOB_REQUEUE_CRASHED,
                     {"worker_id": "dead-worker", "error": "x", "culprit": None, "now": None,
-                     "crash_limit": CRASH_LIMIT},
+                     "crash_limit": CRASH_LIMIT, "alone": False},
                 )
             )  # fmt: skip
     assert "jobvisor_jobs_worker_idx" not in indexes

@@ -87,13 +87,17 @@ def requeue_crashed(
         "crash_limit": CRASH_LIMIT,
         "now": ctx.now(),
     }
-    sql = ctx.dialect.sql.JOB_REQUEUE_CRASHED
+    sql = ctx.dialect.sql
 
     def steps() -> Steps[int]:
-        rows = yield Stmt(sql, params, fetch="all")
+        # Whether a job ran alone is read first: the update's own changes
+        # must not make the last of several look alone (SQLite's subqueries
+        # see the rows the statement already changed).
+        held = yield Stmt(sql.JOB_HELD_BY_WORKER, {"worker_id": worker_id}, fetch="one")
+        rows = yield Stmt(sql.JOB_REQUEUE_CRASHED, {**params, "alone": held[0] == 1}, fetch="all")
         return len(rows)
 
-    return Plan(steps(), transaction=False)
+    return Plan(steps(), transaction=True)
 
 
 # --- retention and reporting --------------------------------------------------

@@ -141,11 +141,16 @@ JOB_REAP_EXPIRED: Final[LiteralString] = (
 
 _crash_charged: Final[LiteralString] = (
     # Whether a dead worker's job is charged the attempt: it is the known
-    # culprit; or, with none known, it ran alone there, or this is its
+    # culprit; or, with none known, it ran alone there (`alone`), or this is its
     # `crash_limit`-th crash since it was last charged for one.
     "(CASE WHEN :culprit IS NOT NULL THEN id = :culprit"
-    " ELSE crashes + 1 >= :crash_limit OR (SELECT count(*) FROM jobvisor_jobs AS held"
-    "   WHERE held.status = 'running' AND held.worker_id = :worker_id) = 1 END)"
+    " ELSE crashes + 1 >= :crash_limit OR :alone END)"
+)
+
+JOB_HELD_BY_WORKER: Final[LiteralString] = (
+    # How many jobs a worker holds: whether a dead one ran a job alone is read
+    # before JOB_REQUEUE_CRASHED changes any of them.
+    "SELECT count(*) FROM jobvisor_jobs WHERE status = 'running' AND worker_id = :worker_id"
 )
 
 JOB_REQUEUE_CRASHED: Final[LiteralString] = (
