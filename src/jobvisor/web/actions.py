@@ -199,9 +199,7 @@ def _workflow(value: Any) -> uuid.UUID | None:
     try:
         return uuid.UUID(str(value))
     except ValueError:
-        raise InvalidArgument(
-            f"workflow={validate.short(value)}: expected a workflow id"
-        ) from None
+        raise InvalidArgument(f"workflow={validate.short(value)}: expected a workflow id") from None
 
 
 def _ids(values: Any) -> tuple[uuid.UUID, ...]:
