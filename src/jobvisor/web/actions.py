@@ -273,7 +273,11 @@ async def _on_workflow(queue: AsyncQueue, verb: Verb, workflow_id: uuid.UUID) ->
     there is none)."""
     if verb is Verb.CANCEL_WORKFLOW:
         count = await queue.cancel_workflow(workflow_id, reason=CANCEL_REASON)
-        return Done(f"Cancelled {_jobs(count)} of workflow {workflow_id}.", count)
+        return Done(
+            f"Cancelled {_jobs(count)} of workflow {workflow_id} (a running one ends"
+            " cancelled once its worker stops it).",
+            count,
+        )
     count = await queue.retry_workflow(workflow_id)
     if not count:
         return Done(f"Nothing to retry in workflow {workflow_id}: no job of it failed.", 0)
