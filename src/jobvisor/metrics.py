@@ -106,12 +106,13 @@ def _label(value: Any) -> str | None:
 class Metrics:
     """Every jobvisor metric, in one private registry.
 
-    The supervisor calls `record_worker_message` for each `metrics` message,
-    `record_summary` after each status summary, `record_oldest_xmin` after
-    each look at the database's horizon, `record_restart` when it
-    replaces a worker, `record_reaped` after each reap, and `set_workers`
-    whenever the number of live workers changes. `exposition()` is the body
-    of `/metrics`.
+        The supervisor calls `record_worker_message` for each `metrics` message,
+        `record_summary` after each status summary, `record_workflows` after each
+    count of the workflows by state, `record_oldest_xmin` after
+        each look at the database's horizon, `record_restart` when it
+        replaces a worker, `record_reaped` after each reap, and `set_workers`
+        whenever the number of live workers changes. `exposition()` is the body
+        of `/metrics`.
     """
 
     def __init__(self) -> None:
@@ -192,6 +193,14 @@ class Metrics:
             ("scope", "name", "limit"),
             registry=r,
         )
+        self.workflows = Gauge(
+            "jobvisor_workflows",
+            "Workflows in the database by state: active (a job unfinished), completed"
+            " (every job completed) or failed (every job finished, one dead or cancelled);"
+            " reported by the leader only.",
+            ("state",),
+            registry=r,
+        )
         self.claims = Counter(
             "jobvisor_claims", "Claim statements that returned at least one job.", registry=r
         )
@@ -264,6 +273,14 @@ class Metrics:
         for lim in summary.limits:
             for kind, value in _limit_values(lim):
                 self.limit.labels(lim.scope.value, lim.name, kind).set(value)
+
+    def record_workflows(self, states: Mapping[str, int] | None) -> None:
+        """Set the workflow gauge from a count by state; None (this
+        supervisor does not lead) removes it, so that only the leader's
+        figures are scraped and a sum over supervisors counts each once."""
+        self.workflows.clear()
+        for state, count in sorted((states or {}).items()):
+            self.workflows.labels(str(state)).set(count)
 
     def record_restart(self, reason: str) -> None:
         """A worker was replaced: `crashed`, `killed` (a signal; SIGKILL is

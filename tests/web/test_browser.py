@@ -217,3 +217,39 @@ def test_pause_and_resume_a_queue(
     go(browser, By.ID, "yes")
     assert text(browser, "#flash") == "Resumed queue 'mail'."
     assert queue.paused() == []
+
+
+def test_open_a_workflow_and_cancel_it(
+    browser: WebDriver, site: str, queue: Queue, url: str, tmp_path: Path
+) -> None:
+    wf = jobvisor.Workflow("nightly-report")
+    orders = wf.add("fetch_orders", {"day": "2026-12-04"}, queue="reports")
+    refunds = wf.add("fetch_refunds", {"day": "2026-12-04"}, queue="reports")
+    report = wf.add("build_report", {"o": orders.result, "r": refunds.result}, queue="reports")
+    wf.add("publish", {"report": report.result}, queue="reports")
+    wid = queue.enqueue_workflow(wf)
+    (first, _) = queue.claim("w-7f3a", limit=2, queues=["reports"])
+    queue.complete(first, [1, 2])
+    browser.get(site + "/login")
+    browser.find_element(By.NAME, "token").send_keys(TOKEN)
+    go(browser, By.CSS_SELECTOR, "#login button")
+    go(browser, By.LINK_TEXT, "Workflows")
+    go(browser, By.LINK_TEXT, str(wid))
+    assert text(browser, "#workflow-name") == "nightly-report"
+    boxes = browser.find_elements(By.CSS_SELECTOR, "#graph g.node")
+    assert len(boxes) == 4
+    assert {b.get_attribute("data-status") for b in boxes} == {"completed", "running", "waiting"}
+    shot(browser, tmp_path, "workflow")
+    go(browser, By.CSS_SELECTOR, 'button[data-action="cancel-workflow"]')
+    assert f"Cancel workflow {wid}" in text(browser, "#describe")
+    go(browser, By.ID, "yes")
+    assert text(browser, "#flash").startswith(f"Cancelled 3 jobs of workflow {wid} (")
+    boxes = browser.find_elements(By.CSS_SELECTOR, "#graph g.node")
+    statuses = sorted(str(b.get_attribute("data-status")) for b in boxes)
+    assert statuses == ["cancelled", "cancelled", "completed", "running"]  # asked to stop
+    assert queue.workflow(wid).counts == {
+        JobStatus.COMPLETED: 1,
+        JobStatus.RUNNING: 1,
+        JobStatus.CANCELLED: 2,
+    }
+    assert_invariants(url)

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import overload
 
-from . import batches, browse, fleet, ops, web_sessions
+from . import batches, browse, fleet, ops, web_sessions, workflows
 from .api import AsyncQueue, Queue
 from .bound import AsyncBound, SyncBound, bind_async, bind_sync
 from .plan import AsyncRunner, SyncRunner
@@ -41,6 +41,7 @@ class ServiceOps(SyncBound):
     running_by_worker = bind_sync(fleet.running_by_worker)
     batch_sweep = bind_sync(batches.batch_sweep)
     batch_cleanup = bind_sync(batches.batch_cleanup)
+    workflow_states = bind_sync(workflows.workflow_states)
 
 
 class AsyncServiceOps(AsyncBound):
@@ -62,11 +63,12 @@ class AsyncServiceOps(AsyncBound):
     running_by_worker = bind_async(fleet.running_by_worker)
     batch_sweep = bind_async(batches.batch_sweep)
     batch_cleanup = bind_async(batches.batch_cleanup)
+    workflow_states = bind_async(workflows.workflow_states)
 
 
 class DashboardOps(SyncBound):
-    """The dashboard's reads: pages of jobs, the queues' states, the
-    throughput and the fleet."""
+    """The dashboard's reads: pages of jobs and workflows, the queues'
+    states, the throughput and the fleet."""
 
     def __init__(self, runner: SyncRunner, ctx: ops.Ctx) -> None:
         self._runner, self._ctx = runner, ctx
@@ -79,6 +81,8 @@ class DashboardOps(SyncBound):
     web_session_start = bind_sync(web_sessions.web_session_start)
     web_session_alive = bind_sync(web_sessions.web_session_alive)
     web_session_end = bind_sync(web_sessions.web_session_end)
+    workflow_page = bind_sync(workflows.workflow_page)
+    workflow_of_job = bind_sync(workflows.workflow_of_job)
 
 
 class AsyncDashboardOps(AsyncBound):
@@ -95,6 +99,8 @@ class AsyncDashboardOps(AsyncBound):
     web_session_start = bind_async(web_sessions.web_session_start)
     web_session_alive = bind_async(web_sessions.web_session_alive)
     web_session_end = bind_async(web_sessions.web_session_end)
+    workflow_page = bind_async(workflows.workflow_page)
+    workflow_of_job = bind_async(workflows.workflow_of_job)
 
 
 @overload

@@ -138,6 +138,35 @@ class Postgres:
         "DELETE FROM jobvisor_workflows WHERE id = ANY(%(ids)s::uuid[])"
     )
 
+    WORKFLOW_PAGE: Final[LiteralString] = (
+        # A page of workflows, newest first (ids are time-ordered), after the
+        # cursor's id: a backward walk of the primary key.
+        "SELECT id, name, created_at FROM jobvisor_workflows"
+        " WHERE (%(before)s::uuid IS NULL OR id < %(before)s::uuid)"
+        " ORDER BY id DESC LIMIT %(limit)s"
+    )
+
+    WORKFLOW_COUNTS_OF: Final[LiteralString] = (
+        # The jobs of these workflows by status (jobvisor_jobs_workflow_idx).
+        "SELECT workflow_id, status, count(*) FROM jobvisor_jobs"
+        " WHERE workflow_id = ANY(%(ids)s::uuid[]) GROUP BY workflow_id, status"
+    )
+
+    WORKFLOW_OF_JOB: Final[LiteralString] = (
+        # The workflow and node key of a job (NULLs: it belongs to none).
+        "SELECT workflow_id, node FROM jobvisor_jobs WHERE id = %(id)s"
+    )
+
+    WORKFLOW_STATE_COUNTS: Final[LiteralString] = (
+        # Every workflow by state: active while a job of it is unfinished,
+        # else completed when all completed, else failed.
+        "SELECT state, count(*) FROM (SELECT CASE"
+        "   WHEN bool_or(status NOT IN ('completed', 'dead', 'cancelled')) THEN 'active'"
+        "   WHEN bool_and(status = 'completed') THEN 'completed' ELSE 'failed' END AS state"
+        "   FROM jobvisor_jobs WHERE workflow_id IS NOT NULL GROUP BY workflow_id) AS w"
+        " GROUP BY state"
+    )
+
 
 class Sqlite:
     """SQLite's workflow statements (named parameters; lists as JSON)."""
@@ -250,6 +279,32 @@ class Sqlite:
         # These workflows' dependencies.
         "DELETE FROM jobvisor_workflow_edges"
         " WHERE workflow_id IN (SELECT value FROM json_each(:ids))"
+    )
+
+    WORKFLOW_PAGE: Final[LiteralString] = (
+        # A page of workflows, newest first, after the cursor's id.
+        "SELECT id, name, created_at FROM jobvisor_workflows"
+        " WHERE (:before IS NULL OR id < :before) ORDER BY id DESC LIMIT :limit"
+    )
+
+    WORKFLOW_COUNTS_OF: Final[LiteralString] = (
+        # The jobs of these workflows by status.
+        "SELECT workflow_id, status, count(*) FROM jobvisor_jobs"
+        " WHERE workflow_id IN (SELECT value FROM json_each(:ids)) GROUP BY workflow_id, status"
+    )
+
+    WORKFLOW_OF_JOB: Final[LiteralString] = (
+        # The workflow and node key of a job (NULLs: it belongs to none).
+        "SELECT workflow_id, node FROM jobvisor_jobs WHERE id = :id"
+    )
+
+    WORKFLOW_STATE_COUNTS: Final[LiteralString] = (
+        # Every workflow by state (see Postgres.WORKFLOW_STATE_COUNTS).
+        "SELECT state, count(*) FROM (SELECT CASE"
+        "   WHEN max(status NOT IN ('completed', 'dead', 'cancelled')) THEN 'active'"
+        "   WHEN min(status = 'completed') THEN 'completed' ELSE 'failed' END AS state"
+        "   FROM jobvisor_jobs WHERE workflow_id IS NOT NULL GROUP BY workflow_id) AS w"
+        " GROUP BY state"
     )
 
 

@@ -389,3 +389,124 @@ def retry_workflow(ctx: Ctx, workflow_id: uuid.UUID | str) -> Plan[int]:
         return len(queues)
 
     return Plan(steps())
+
+
+# --- the dashboard's and the service's reads -------------------------------------
+
+WORKFLOW_PAGE_DEFAULT: Final = 50
+WORKFLOW_PAGE_MAX: Final = 500
+
+
+class WorkflowState(enum.StrEnum):
+    """Where a workflow stands, from its jobs' statuses."""
+
+    ACTIVE = "active"  # a job of it has not finished (waiting, pending, retryable, running)
+    COMPLETED = "completed"  # every job of it completed
+    FAILED = "failed"  # every job finished, one or more dead or cancelled
+
+
+def state_of(counts: Mapping[JobStatus, int]) -> WorkflowState:
+    """The state of a workflow whose jobs have these counts by status."""
+    if any(n for status, n in counts.items() if status not in TERMINAL):
+        return WorkflowState.ACTIVE
+    if any(n for status, n in counts.items() if status is not JobStatus.COMPLETED):
+        return WorkflowState.FAILED
+    return WorkflowState.COMPLETED
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class WorkflowListing:
+    """A workflow as a list shows it: its name, when it was enqueued, and
+    its jobs by status (statuses with none left out)."""
+
+    id: uuid.UUID
+    name: str
+    created_at: dt.datetime
+    counts: Mapping[JobStatus, int]
+
+    @property
+    def state(self) -> WorkflowState:
+        return state_of(self.counts)
+
+    @property
+    def total(self) -> int:
+        return sum(self.counts.values())
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class WorkflowPage:
+    """One page of workflows, newest first, and the cursor of the next
+    (None: this is the last)."""
+
+    workflows: tuple[WorkflowListing, ...]
+    next_cursor: str | None
+
+
+def workflow_page(
+    ctx: Ctx, *, cursor: str | None = None, limit: int = WORKFLOW_PAGE_DEFAULT
+) -> Plan[WorkflowPage]:
+    """A page of at most `limit` workflows (up to `WORKFLOW_PAGE_MAX`), newest
+    first, after `cursor` (the page before's `next_cursor`; None or "" for
+    the first): a walk of the workflows' primary key backwards (their ids
+    are time-ordered), then one count of the listed workflows' jobs by
+    status over the workflow index. A cursor that is no workflow id or a
+    limit out of range raises `InvalidArgument`."""
+    validate.count("limit", limit, high=WORKFLOW_PAGE_MAX)
+    d = ctx.dialect
+    sql = sql_workflows.for_dialect(d.name)
+    before: Any = None
+    if cursor:
+        try:
+            before = d.id(uuid.UUID(cursor))
+        except ValueError:
+            raise InvalidArgument(f"cursor={cursor!r}: expected a workflow id") from None
+
+    def steps() -> Steps[WorkflowPage]:
+        rows = yield Stmt(sql.WORKFLOW_PAGE, {"before": before, "limit": limit + 1}, "all")
+        more = len(rows) > limit
+        rows = rows[:limit]
+        ids = [d.id_out(row[0]) for row in rows]
+        counts: dict[uuid.UUID, dict[JobStatus, int]] = {i: {} for i in ids}
+        if ids:
+            id_param: Any = json.dumps([str(i) for i in ids]) if d.name == "sqlite" else ids
+            found = yield Stmt(sql.WORKFLOW_COUNTS_OF, {"ids": id_param}, fetch="all")
+            for wid, status, n in found:
+                counts[d.id_out(wid)][JobStatus(status)] = int(n)
+        listed = []
+        for (_, name, created), wid in zip(rows, ids, strict=True):
+            when = _time_out(ctx, created)
+            assert when is not None
+            listed.append(WorkflowListing(wid, name, when, counts[wid]))
+        return WorkflowPage(tuple(listed), str(ids[-1]) if more else None)
+
+    return Plan(steps(), write=False, transaction=False)
+
+
+def workflow_of_job(ctx: Ctx, job_id: uuid.UUID | str) -> Plan[tuple[uuid.UUID, str] | None]:
+    """The workflow a job belongs to and its node key; None for a job of no
+    workflow, or no such job."""
+    jid = _job_id(job_id)
+    d = ctx.dialect
+    sql = sql_workflows.for_dialect(d.name)
+
+    def steps() -> Steps[tuple[uuid.UUID, str] | None]:
+        row = yield Stmt(sql.WORKFLOW_OF_JOB, {"id": d.id(jid)}, fetch="one")
+        if row is None or row[0] is None:
+            return None
+        return d.id_out(row[0]), str(row[1])
+
+    return Plan(steps(), write=False, transaction=False)
+
+
+def workflow_states(ctx: Ctx) -> Plan[dict[WorkflowState, int]]:
+    """How many workflows are in each state (every state present, 0 for
+    none), from their jobs: one pass over the workflow index."""
+    d = ctx.dialect
+    sql = sql_workflows.for_dialect(d.name)
+
+    def steps() -> Steps[dict[WorkflowState, int]]:
+        rows = yield Stmt(sql.WORKFLOW_STATE_COUNTS, {}, fetch="all")
+        found = {WorkflowState(state): int(n) for state, n in rows}
+        return {state: found.get(state, 0) for state in WorkflowState}
+
+    return Plan(steps(), write=False, transaction=False)

@@ -184,6 +184,40 @@ class SummaryLogger:
         return summary
 
 
+class WorkflowGauge:
+    """Counts the workflows by state for `jobvisor_workflows`, on every
+    supervisor: the leader reads the count (one pass over the workflow
+    index) and publishes it, any other publishes None, so that a former
+    leader's figures do not linger beside the new one's. A gauge read from
+    the database, not a counter of what this process saw, is the same
+    whichever supervisor reads it, and survives a change of leader or a
+    restart without counting a workflow twice or missing one."""
+
+    name = "workflows"
+
+    def __init__(
+        self,
+        queue: AsyncQueue,
+        config: SummaryConfig,
+        *,
+        leading: Callable[[], bool],
+        on_states: Callable[[Mapping[str, int] | None], None],
+    ) -> None:
+        self.queue, self.config, self.leading, self.on_states = queue, config, leading, on_states
+
+    @property
+    def interval(self) -> float:
+        return self.config.interval
+
+    async def run_once(self) -> Mapping[str, int] | None:
+        if not self.leading():
+            self.on_states(None)
+            return None
+        states = {s.value: n for s, n in (await service_ops(self.queue).workflow_states()).items()}
+        self.on_states(states)
+        return states
+
+
 SCHEDULER_TICK_MAX: Final = 0.5  # the longest wait between looks; a tick's lag stays below 1 s
 SCHEDULER_TICK_MIN: Final = 0.02
 SCHEDULER_IDLE: Final = 5.0  # no schedule declared: look for a declaration this often

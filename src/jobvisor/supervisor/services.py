@@ -34,6 +34,7 @@ from .maintenance import (
     Scheduler,
     SummaryConfig,
     SummaryLogger,
+    WorkflowGauge,
     run_periodically,
 )
 
@@ -99,6 +100,13 @@ def start_maintenance(
     for service in services:
         loop = run_periodically(service, when=lambda: leadership.is_leader)
         tasks.append(asyncio.create_task(loop))
+    workflows = WorkflowGauge(
+        queue,
+        SummaryConfig(config.summary_interval),
+        leading=lambda: leadership.is_leader,
+        on_states=metrics.record_workflows,
+    )
+    tasks.append(asyncio.create_task(run_periodically(workflows)))  # every supervisor: see it
     return tasks
 
 

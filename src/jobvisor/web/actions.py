@@ -1,7 +1,8 @@
 """What the dashboard can do to jobs, queues and schedules: one vocabulary
 for the pages' forms and the JSON API.
 
-An action is a name and its fields (`ids`, `job_type`, `queue`, `schedule`).
+An action is a name and its fields (`ids`, `job_type`, `queue`, `schedule`,
+`workflow`).
 `Action.parse` checks them (raising `InvalidArgument` naming the value, so
 nothing is done on bad input), `describe` says what it would do (the
 confirmation step), and `perform` does it and says what was done."""
@@ -34,6 +35,8 @@ class Verb(enum.StrEnum):
     PAUSE = "pause"
     RESUME = "resume"
     RUN_SCHEDULE = "run-schedule"
+    CANCEL_WORKFLOW = "cancel-workflow"  # every unfinished job of a workflow
+    RETRY_WORKFLOW = "retry-workflow"  # a workflow's failed part, started again
 
 
 _NEEDS: Final = {
@@ -43,6 +46,8 @@ _NEEDS: Final = {
     Verb.PAUSE: "queue",
     Verb.RESUME: "queue",
     Verb.RUN_SCHEDULE: "schedule",
+    Verb.CANCEL_WORKFLOW: "workflow",
+    Verb.RETRY_WORKFLOW: "workflow",
 }
 
 
@@ -61,11 +66,13 @@ class Action:
     job_type: str | None = None
     queue: str | None = None
     schedule: str | None = None
+    workflow: uuid.UUID | None = None
 
     @classmethod
     def parse(cls, verb: str, fields: Mapping[str, Any]) -> Action:
         """An action from its name and fields (a form's or a JSON body's):
-        `ids` a list of job ids, the others one name each."""
+        `ids` a list of job ids, `workflow` a workflow id, the others one
+        name each."""
         try:
             what = Verb(verb)
         except ValueError:
@@ -77,6 +84,7 @@ class Action:
             job_type=_name("job_type", fields.get("job_type")),
             queue=_name("queue", fields.get("queue")),
             schedule=_name("schedule", fields.get("schedule")),
+            workflow=_workflow(fields.get("workflow")),
         )
         action._check()
         return action
@@ -87,6 +95,7 @@ class Action:
             "job_type": self.job_type is not None,
             "queue": self.queue is not None,
             "schedule": self.schedule is not None,
+            "workflow": self.workflow is not None,
         }
         wanted = _NEEDS[self.verb].split(" or ")
         if sum(given[w] for w in wanted) != 1 or sum(given.values()) != 1:
@@ -105,6 +114,10 @@ class Action:
             Verb.PAUSE: f"Pause queue {self.queue!r}: no job of it is claimed until resumed.",
             Verb.RESUME: f"Resume queue {self.queue!r}: its jobs are claimed again.",
             Verb.RUN_SCHEDULE: f"Run schedule {self.schedule!r} now: enqueue one job of it.",
+            Verb.CANCEL_WORKFLOW: f"Cancel workflow {self.workflow}: its jobs not yet finished"
+            " never run, running ones are stopped.",
+            Verb.RETRY_WORKFLOW: f"Retry workflow {self.workflow}: its dead and cancelled jobs,"
+            " and those they held back, start again; completed ones keep their results.",
         }[self.verb]
 
     def _target(self) -> str:
@@ -121,6 +134,8 @@ class Action:
         for name in ("job_type", "queue", "schedule"):
             if getattr(self, name) is not None:
                 found[name] = getattr(self, name)
+        if self.workflow is not None:
+            found["workflow"] = str(self.workflow)
         return found
 
     async def perform(self, queue: AsyncQueue) -> Done:
@@ -139,6 +154,8 @@ class Action:
             return Done(f"Enqueued job {job_id} of schedule {self.schedule!r}.", 1)
         if self.verb is Verb.CANCEL:
             return await _cancel(queue, self.ids)
+        if self.workflow is not None:
+            return await _on_workflow(queue, self.verb, self.workflow)
         if self.job_type is not None:
             return await _of_type(queue, self.verb, self.job_type)
         return await _each_dead(queue, self.verb, self.ids)
@@ -174,6 +191,15 @@ def _jobs(n: int, kind: str = "") -> str:
 
 def _name(label: str, value: Any) -> str | None:
     return None if value is None or value == "" else validate.name(label, value)
+
+
+def _workflow(value: Any) -> uuid.UUID | None:
+    if value is None or value == "":
+        return None
+    try:
+        return uuid.UUID(str(value))
+    except ValueError:
+        raise InvalidArgument(f"workflow={validate.short(value)}: expected a workflow id") from None
 
 
 def _ids(values: Any) -> tuple[uuid.UUID, ...]:
@@ -240,3 +266,19 @@ async def _cancel(queue: AsyncQueue, ids: Sequence[uuid.UUID]) -> Done:
     if asked:
         message += f" Asked the workers of {_jobs(asked, 'running ')} to stop them."
     return Done(message + _skipped(len(refused), "; ".join(refused[:3])), cancelled + asked)
+
+
+async def _on_workflow(queue: AsyncQueue, verb: Verb, workflow_id: uuid.UUID) -> Done:
+    """Cancel or retry a workflow (`WorkflowNotFound`, a `JobvisorError`, if
+    there is none)."""
+    if verb is Verb.CANCEL_WORKFLOW:
+        count = await queue.cancel_workflow(workflow_id, reason=CANCEL_REASON)
+        return Done(
+            f"Cancelled {_jobs(count)} of workflow {workflow_id} (a running one ends"
+            " cancelled once its worker stops it).",
+            count,
+        )
+    count = await queue.retry_workflow(workflow_id)
+    if not count:
+        return Done(f"Nothing to retry in workflow {workflow_id}: no job of it failed.", 0)
+    return Done(f"Requeued {_jobs(count)} of workflow {workflow_id}.", count)

@@ -3,7 +3,9 @@ value escaped), a few lines of plain JavaScript that nothing depends on, and
 the JSON API the pages' actions share.
 
 Pages: `/` (queues, throughput, fleet), `/jobs` (filters, keyset pages),
-`/jobs/{id}`, `/schedules`, `/login`. Actions are POSTs to
+`/jobs/{id}`, `/workflows` (newest first, keyset pages), `/workflows/{id}`
+(counts, graph, jobs), `/batches/{id}` (progress, members by page),
+`/schedules`, `/login`. Actions are POSTs to
 `/actions/{verb}`: the first answers a confirmation page, the second (with
 `confirmed=1`) acts and redirects back with a message saying what it did.
 The API is under `/api/` (see docs/operations.md)."""
@@ -34,10 +36,12 @@ from starlette.templating import Jinja2Templates
 from ..config import ADMIN_TOKEN_EXPECTED, admin_token_ok
 from ..log import get_logger
 from ..queue.api import AsyncQueue
+from ..queue.batches import BatchStatus
 from ..queue.browse import COUNT_CAP, PAGE_DEFAULT, JobPage
-from ..queue.errors import InvalidArgument, JobNotFound, JobvisorError
+from ..queue.errors import BatchNotFound, InvalidArgument, JobNotFound, JobvisorError
 from ..queue.internal import dashboard_ops, service_ops
-from ..queue.model import JobStatus, LimitScope
+from ..queue.model import TERMINAL, JobStatus, LimitScope
+from ..queue.workflows import WORKFLOW_PAGE_DEFAULT, state_of
 from . import views
 from .actions import MAX_BODY_BYTES, Action, parse_json
 from .auth import SESSION_COOKIE, SESSION_MAX_AGE, Guard
@@ -56,6 +60,8 @@ PAGE_HEADERS: Final = {
     "X-Content-Type-Options": "nosniff",
 }
 NO_STORE: Final = {"Cache-Control": "no-store"}
+WORKFLOW_JOBS_SHOWN: Final = 1_000  # a workflow page lists this many of its jobs
+BATCH_PAGE: Final = 50  # members per page of a batch
 FILTERS: Final = ("status", "queue", "job_type", "correlation_id", "order")
 
 log = get_logger("web")
@@ -205,7 +211,60 @@ async def job_detail(request: Request) -> Response:
         job = await d.queue.get(raw)
     except (JobNotFound, InvalidArgument) as exc:
         return await d.page(request, "missing.html", {"error": str(exc)}, 404)
-    return await d.page(request, "job.html", {"job": job, "trace": views.trace_id(job.meta)})
+    workflow = await dashboard_ops(d.queue).workflow_of_job(job.id)
+    context = {"job": job, "trace": views.trace_id(job.meta), "workflow": workflow}
+    return await d.page(request, "job.html", context)
+
+
+async def workflows(request: Request) -> Response:
+    d: Dashboard = request.app.state.dashboard
+    cursor = request.query_params.get("cursor") or None
+    try:
+        page = await dashboard_ops(d.queue).workflow_page(cursor=cursor)
+    except InvalidArgument as exc:
+        return await d.page(request, "workflows.html", {"page": None, "error": str(exc)}, 400)
+    return await d.page(request, "workflows.html", {"page": page, "error": None})
+
+
+async def workflow_detail(request: Request) -> Response:
+    d: Dashboard = request.app.state.dashboard
+    try:
+        workflow = await d.queue.workflow(request.path_params["workflow_id"])
+    except (JobNotFound, InvalidArgument) as exc:
+        return await d.page(request, "missing.html", {"error": str(exc)}, 404)
+    counts = workflow.counts
+    context = {
+        "workflow": workflow,
+        "counts": counts,
+        "state": state_of(counts).value,
+        "statuses": [s for s in JobStatus if s in counts],
+        "graph": views.workflow_svg(workflow.jobs, request.scope.get("root_path", "")),
+        "failed": [j for j in workflow.jobs if j.status in views.FAILED],
+        "shown": workflow.jobs[:WORKFLOW_JOBS_SHOWN],
+        "unfinished": any(j.status not in TERMINAL for j in workflow.jobs),
+        "graph_max": views.GRAPH_MAX_NODES,
+    }
+    return await d.page(request, "workflow.html", context)
+
+
+async def batch_detail(request: Request) -> Response:
+    d: Dashboard = request.app.state.dashboard
+    cursor = request.query_params.get("cursor") or None
+    try:
+        batch = await d.queue.get_batch(request.path_params["batch_id"])
+    except (BatchNotFound, InvalidArgument) as exc:
+        return await d.page(request, "missing.html", {"error": str(exc)}, 404)
+    try:
+        members = await d.queue.batch_results(batch.id, cursor, limit=BATCH_PAGE)
+    except InvalidArgument as exc:
+        return await d.page(request, "missing.html", {"error": str(exc)}, 400)
+    context = {"batch": batch, "members": members, "done": _batch_done(batch)}
+    return await d.page(request, "batch.html", context)
+
+
+def _batch_done(batch: BatchStatus) -> int:
+    """How many of a batch's members have finished."""
+    return batch.total - batch.unfinished
 
 
 async def schedules(request: Request) -> Response:
@@ -265,7 +324,7 @@ def _client(request: Request) -> str:
 def _form_fields(form: FormData) -> dict[str, Any]:
     return {
         "ids": form.getlist("ids"),
-        **{k: form.get(k) for k in ("job_type", "queue", "schedule")},
+        **{k: form.get(k) for k in ("job_type", "queue", "schedule", "workflow")},
     }
 
 
@@ -351,6 +410,47 @@ async def api_job(request: Request) -> Response:
         return _api_error(404, str(exc))
     shown = dataclasses.replace(job, claim_token=None)  # a claim token is a capability
     return ApiResponse(shown)
+
+
+async def api_workflows(request: Request) -> Response:
+    d: Dashboard = request.app.state.dashboard
+    try:
+        limit = int(request.query_params.get("limit") or WORKFLOW_PAGE_DEFAULT)
+        page = await dashboard_ops(d.queue).workflow_page(
+            cursor=request.query_params.get("cursor") or None, limit=limit
+        )
+    except (InvalidArgument, ValueError) as exc:
+        return _api_error(400, str(exc))
+    return ApiResponse(
+        {
+            "workflows": [
+                {**_json_default(w), "state": w.state.value, "total": w.total}
+                for w in page.workflows
+            ],
+            "next_cursor": page.next_cursor,
+        }
+    )
+
+
+async def api_workflow(request: Request) -> Response:
+    d: Dashboard = request.app.state.dashboard
+    try:
+        workflow = await d.queue.workflow(request.path_params["workflow_id"])
+    except (JobNotFound, InvalidArgument) as exc:
+        return _api_error(404, str(exc))
+    counts = workflow.counts
+    return ApiResponse(
+        {**_json_default(workflow), "counts": counts, "state": state_of(counts).value}
+    )
+
+
+async def api_batch(request: Request) -> Response:
+    d: Dashboard = request.app.state.dashboard
+    try:
+        batch = await d.queue.get_batch(request.path_params["batch_id"])
+    except (BatchNotFound, InvalidArgument) as exc:
+        return _api_error(404, str(exc))
+    return ApiResponse(batch)
 
 
 async def api_schedules(request: Request) -> Response:
@@ -449,6 +549,9 @@ def app(
         Route("/", overview, name="overview"),
         Route("/jobs", jobs, name="jobs"),
         Route("/jobs/{job_id:str}", job_detail, name="job"),
+        Route("/workflows", workflows, name="workflows"),
+        Route("/workflows/{workflow_id:str}", workflow_detail, name="workflow"),
+        Route("/batches/{batch_id:str}", batch_detail, name="batch"),
         Route("/schedules", schedules, name="schedules"),
         Route("/login", login, methods=["GET", "POST"], name="login"),
         Route("/logout", logout, methods=["POST"], name="logout"),
@@ -456,6 +559,9 @@ def app(
         Route("/api/queues", api_queues),
         Route("/api/jobs", api_jobs),
         Route("/api/jobs/{job_id:str}", api_job),
+        Route("/api/workflows", api_workflows),
+        Route("/api/workflows/{workflow_id:str}", api_workflow),
+        Route("/api/batches/{batch_id:str}", api_batch),
         Route("/api/schedules", api_schedules),
         Route("/api/supervisors", api_supervisors),
         Route("/api/throughput", api_throughput),

@@ -1,6 +1,6 @@
 """How values read on the pages: ages, times, counts that may be estimates,
-JSON, and the throughput chart (an SVG drawn here, so the page needs no
-script to show it). Every string built here is escaped before it reaches
+JSON, the throughput chart and a workflow's graph (SVGs drawn here, so the
+page needs no script to show them). Every string built here is escaped before it reaches
 markup; the templates escape everything else."""
 
 from __future__ import annotations
@@ -14,6 +14,8 @@ from typing import Any, Final
 from markupsafe import Markup, escape
 
 from ..queue.browse import Count, Minute
+from ..queue.model import JobStatus
+from ..queue.workflows import WorkflowJob
 
 CHART_WIDTH: Final = 720
 CHART_HEIGHT: Final = 140
@@ -98,6 +100,85 @@ def throughput_svg(minutes: Sequence[Minute]) -> Markup:
         + "".join(bars)
         + f'<text x="0" y="{CHART_HEIGHT - 4}" class="axis">{first}</text>'
         f'<text x="{CHART_WIDTH}" y="{CHART_HEIGHT - 4}" class="axis end">{last}</text></svg>'
+    )
+
+
+GRAPH_MAX_NODES: Final = 400  # a larger workflow is listed, not drawn
+NODE_WIDTH: Final = 168
+NODE_HEIGHT: Final = 40
+COLUMN_GAP: Final = 56
+ROW_GAP: Final = 14
+LABEL_CHARS: Final = 22
+FAILED: Final = frozenset({JobStatus.DEAD, JobStatus.CANCELLED})
+
+
+def depths(jobs: Sequence[WorkflowJob]) -> dict[str, int]:
+    """Each node's depth: the longest path to it from a node with no parent
+    (0). Parents come before their children in a workflow's order, so one
+    pass in that order is enough; a parent not (yet) seen counts as a root."""
+    found: dict[str, int] = {}
+    for job in jobs:
+        found[job.node] = 1 + max((found.get(p, 0) for p in job.parents), default=-1)
+    return found
+
+
+def _cut(text: str) -> str:
+    return text if len(text) <= LABEL_CHARS else text[: LABEL_CHARS - 1] + "…"
+
+
+def workflow_svg(jobs: Sequence[WorkflowJob], root: str = "") -> Markup | None:
+    """A workflow's graph as an SVG: one column per depth (roots on the
+    left), each node a box coloured by its job's status and linked to the
+    job's page, with an edge from each parent to each child. A dead or
+    cancelled node has a heavier border. None past `GRAPH_MAX_NODES` nodes."""
+    if not jobs or len(jobs) > GRAPH_MAX_NODES:
+        return None
+    depth = depths(jobs)
+    columns: dict[int, list[WorkflowJob]] = {}
+    for job in jobs:
+        columns.setdefault(depth[job.node], []).append(job)
+    where: dict[str, tuple[float, float]] = {}
+    for d, column in columns.items():
+        for row, job in enumerate(column):
+            where[job.node] = (
+                8 + d * (NODE_WIDTH + COLUMN_GAP),
+                8 + row * (NODE_HEIGHT + ROW_GAP),
+            )
+    width = 16 + (max(columns) + 1) * (NODE_WIDTH + COLUMN_GAP) - COLUMN_GAP
+    height = 16 + max(len(c) for c in columns.values()) * (NODE_HEIGHT + ROW_GAP) - ROW_GAP
+    edges: list[str] = []
+    for job in jobs:
+        x2, y2 = where[job.node]
+        for parent in job.parents:
+            if parent not in where:
+                continue
+            x1, y1 = where[parent]
+            edges.append(
+                f'<line class="edge" x1="{x1 + NODE_WIDTH:.0f}" y1="{y1 + NODE_HEIGHT / 2:.0f}"'
+                f' x2="{x2:.0f}" y2="{y2 + NODE_HEIGHT / 2:.0f}"'
+                f' data-parent="{escape(parent)}" data-child="{escape(job.node)}"/>'
+            )
+    nodes: list[str] = []
+    for job in jobs:
+        x, y = where[job.node]
+        failed = " failed" if job.status in FAILED else ""
+        title = escape(f"{job.node}: {job.job_type}, {job.status.value}")
+        nodes.append(
+            f'<a href="{escape(root)}/jobs/{job.id}">'
+            f'<g class="node {job.status.value}{failed}" data-node="{escape(job.node)}"'
+            f' data-status="{job.status.value}"><title>{title}</title>'
+            f'<rect x="{x:.0f}" y="{y:.0f}" width="{NODE_WIDTH}" height="{NODE_HEIGHT}" rx="4"/>'
+            f'<text x="{x + 8:.0f}" y="{y + 16:.0f}">{escape(_cut(job.node))}</text>'
+            f'<text class="sub" x="{x + 8:.0f}" y="{y + 31:.0f}">'
+            f"{escape(_cut(job.job_type))} · {job.status.value}</text></g></a>"
+        )
+    return Markup(
+        f'<svg class="graph" id="graph" viewBox="0 0 {width:.0f} {height:.0f}"'
+        f' width="{width:.0f}" height="{height:.0f}" role="img"'
+        f' aria-label="the workflow\'s jobs, parents left of their children">'
+        + "".join(edges)
+        + "".join(nodes)
+        + "</svg>"
     )
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import decimal
 import os
+import re
 import signal
 import uuid
 from collections.abc import Callable
@@ -22,7 +23,7 @@ from tests.service.supervisor.workflow_app import (
     publish,
 )
 from tests.support.invariants import assert_invariants
-from tests.support.service import Service
+from tests.support.service import Service, http_get
 from tests.support.wait import wait_until
 
 from .test_crashes import running_on
@@ -85,3 +86,66 @@ def test_a_worker_killed_mid_workflow_loses_nothing_and_the_child_fires_once(
     assert log.read_text() == "x -1.75\n"  # the child ran once
     assert service.stop() == 0
     assert_invariants(queue.url)
+
+
+def _workflows_metric(port: int) -> dict[str, float]:
+    body = http_get(port, "/metrics")[1]
+    return {
+        state: float(value)
+        for state, value in re.findall(r'^jobvisor_workflows\{state="(\w+)"\} (\S+)$', body, re.M)
+    }
+
+
+def _noop_workflow(queue: Queue, name: str, on: str = "default") -> uuid.UUID:
+    wf = jobvisor.Workflow(name)
+    a = wf.add("noop", {}, queue=on)
+    wf.add("noop", {}, after=[a], queue=on)
+    return queue.enqueue_workflow(wf)
+
+
+def test_the_leader_reports_workflows_by_state_in_metrics(
+    queue: Queue, tmp_path: Path, start_service: Callable[..., Service]
+) -> None:
+    done = _noop_workflow(queue, "done")
+    queue.cancel_workflow(_noop_workflow(queue, "stopped"))
+    queue.pause("held")
+    _noop_workflow(queue, "waiting", on="held")
+    settings = {"JOBVISOR_HTTP_ADDR": "127.0.0.1:0"}
+    service = start_service(queue.url, tmp_path, settings)
+    port = int(service.wait_event("http.listening")[0]["port"])
+    wait_until(lambda: _finished(queue, done), what="the workflow finished")
+    expected = {"active": 1.0, "completed": 1.0, "failed": 1.0}
+    wait_until(lambda: _workflows_metric(port) == expected, what="the workflows gauge")
+    assert service.stop() == 0
+    assert_invariants(queue.url)
+
+
+def test_only_the_leader_reports_workflows_and_the_next_one_takes_over(
+    pg_queue: Queue, tmp_path: Path, start_service: Callable[..., Service]
+) -> None:
+    url = pg_queue.url
+    pg_queue.pause("held")
+    for n in range(3):
+        _noop_workflow(pg_queue, f"wf-{n}", on="held")
+    settings = {"JOBVISOR_HTTP_ADDR": "127.0.0.1:0", "JOBVISOR_SUMMARY_INTERVAL": "0.5"}
+    a = start_service(url, tmp_path, settings, name="a")
+    b = start_service(url, tmp_path, settings, name="b")
+    ports = {s: int(s.wait_event("http.listening")[0]["port"]) for s in (a, b)}
+
+    def reporting() -> list[Service]:
+        return [s for s in (a, b) if _workflows_metric(ports[s])]
+
+    leader = wait_until(lambda: reporting() if len(reporting()) == 1 else [], what="one report")
+    (leader_service,) = leader
+    assert leader_service.events("leader.elected")
+    assert _workflows_metric(ports[leader_service]) == {
+        "active": 3.0,
+        "completed": 0.0,
+        "failed": 0.0,
+    }
+    other = b if leader_service is a else a
+    assert _workflows_metric(ports[other]) == {}
+    assert leader_service.stop() == 0
+    wait_until(lambda: _workflows_metric(ports[other]).get("active") == 3.0, what="a new report")
+    assert other.stop() == 0
+    assert_invariants(url)
