@@ -15,8 +15,7 @@ from jobvisor.queue.internal import dashboard_ops
 from jobvisor.queue.workflows import WorkflowState
 from jobvisor.web import views
 from tests.support.invariants import assert_invariants
-
-from .conftest import TOKEN, Browser
+from tests.support.web import TOKEN, Browser
 
 EVIL = "<script>alert('wf')</script>"
 

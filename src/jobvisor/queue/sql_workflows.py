@@ -77,9 +77,11 @@ class Postgres:
 
     WORKFLOW_RETRY_PICK: Final[LiteralString] = (
         # The jobs a retry starts again: the dead and cancelled ones, and those
-        # not yet running that went on after a parent of theirs failed ("run").
+        # not running that went on after a parent of theirs failed ("run"),
+        # a failed attempt's retryable one too.
         "SELECT j.id FROM jobvisor_jobs AS j WHERE j.workflow_id = %(id)s"
-        " AND (j.status IN ('dead', 'cancelled') OR (j.status IN ('waiting', 'pending')"
+        " AND (j.status IN ('dead', 'cancelled')"
+        "   OR (j.status IN ('waiting', 'pending', 'retryable')"
         "   AND EXISTS (SELECT 1 FROM jobvisor_workflow_edges AS e"
         "     JOIN jobvisor_jobs AS p ON p.id = e.parent_id"
         "     WHERE e.child_id = j.id AND e.settled AND p.status IN ('dead', 'cancelled'))))"
@@ -227,7 +229,8 @@ class Sqlite:
     WORKFLOW_RETRY_PICK: Final[LiteralString] = (
         # The jobs a retry starts again (see Postgres.WORKFLOW_RETRY_PICK).
         "SELECT j.id FROM jobvisor_jobs AS j WHERE j.workflow_id = :id"
-        " AND (j.status IN ('dead', 'cancelled') OR (j.status IN ('waiting', 'pending')"
+        " AND (j.status IN ('dead', 'cancelled')"
+        "   OR (j.status IN ('waiting', 'pending', 'retryable')"
         "   AND EXISTS (SELECT 1 FROM jobvisor_workflow_edges AS e"
         "     JOIN jobvisor_jobs AS p ON p.id = e.parent_id"
         "     WHERE e.child_id = j.id AND e.settled AND p.status IN ('dead', 'cancelled'))))"

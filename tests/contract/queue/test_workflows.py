@@ -238,6 +238,31 @@ def test_retry_requeues_the_failed_part_and_keeps_completed_results(queue: Queue
     assert_invariants(url)
 
 
+def test_retry_holds_back_a_retryable_child_that_went_on_after_a_failed_parent(
+    queue: Queue, url: str
+) -> None:
+    wf = jobvisor.Workflow("retry-retryable")
+    a = wf.add("a", None, max_attempts=1)
+    wf.add("c", {"a": a.result}, on_parent_failure="run", max_attempts=3)
+    wid = queue.enqueue_workflow(wf)
+    (parent,) = queue.claim("w")
+    queue.fail(parent, "boom")
+    (child,) = _claim_exactly(queue, 1)
+    queue.fail(child, "child failed")  # between attempts when the workflow is retried
+    assert _statuses(queue, wid) == {"a": JobStatus.DEAD, "c": JobStatus.RETRYABLE}
+    assert queue.retry_workflow(wid) == 2
+    assert _statuses(queue, wid) == {"a": JobStatus.PENDING, "c": JobStatus.WAITING}
+    (again,) = _claim_exactly(queue, 1)
+    assert again.job_type == "a"  # the child waits for its parent's new run
+    queue.complete(again, result="late")
+    (child,) = _claim_exactly(queue, 1)
+    assert JobContext(child, "w").payload == {"a": "late"}
+    assert JobContext(child, "w").failed_parents == {}
+    queue.complete(child)
+    assert queue.workflow(wid).counts == {JobStatus.COMPLETED: 2}
+    assert_invariants(url)
+
+
 def test_cancel_of_a_running_workflow_stops_everything_unfinished(queue: Queue, url: str) -> None:
     wf = jobvisor.Workflow("stop")
     a = wf.add("a", None)

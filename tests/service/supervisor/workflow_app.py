@@ -5,12 +5,13 @@ back as plain JSON fails the job instead of passing by accident."""
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import decimal
 import time
 from pathlib import Path
 
-from jobvisor import Registry, RetryPolicy
+from jobvisor import JobContext, Registry, RetryPolicy
 
 registry = Registry()
 NO_WAIT = RetryPolicy(base=0.0, cap=0.0, jitter=0.0)
@@ -59,3 +60,67 @@ def held(started: str, release: str) -> int:
     while not Path(release).exists():
         time.sleep(0.05)
     return len(Path(started).read_text().splitlines())
+
+
+# --- the shapes of the service tests: each run noted in a file ------------------
+
+
+def note(path: str, line: str) -> None:
+    """Append one line to `path` (one write, so concurrent workers do not mix)."""
+    with Path(path).open("a") as out:
+        out.write(f"{line}\n")
+
+
+@registry.handler("leaf")
+async def leaf(job: JobContext) -> None:
+    """A node of a wide fan-out: notes its run, then waits `ms` milliseconds."""
+    note(job.payload["log"], "leaf")
+    await asyncio.sleep(job.payload.get("ms", 0) / 1000)
+
+
+@registry.handler("sink")
+def sink(job: JobContext) -> int:
+    """A fan-in: notes its run and how many parents it followed."""
+    note(job.payload["log"], "sink")
+    return len(job.parent_results)
+
+
+@registry.task
+def step(previous: int, log: str) -> int:
+    note(log, str(previous))
+    return previous + 1
+
+
+@registry.task(max_attempts=1)
+def flaky(log: str, fixed: str) -> str:
+    """Fails until the file `fixed` exists."""
+    note(log, "flaky")
+    if not Path(fixed).exists():
+        raise RuntimeError("not fixed yet")
+    return "fixed"
+
+
+@registry.task
+def counted(name: str, log: str) -> str:
+    note(log, name)
+    return name
+
+
+@registry.task
+def gather(log: str, first: str, second: str) -> str:
+    note(log, "gather")
+    return f"{first}+{second}"
+
+
+@registry.handler("witness")
+def witness(job: JobContext) -> dict[str, object]:
+    """Runs after a parent under some policy: notes what it was handed."""
+    note(job.payload["log"], job.payload["name"])
+    return {"payload": job.payload, "failed": job.failed_parents}
+
+
+@registry.task
+async def sleeper(started: str) -> None:
+    """Notes its start, then sleeps until cancelled."""
+    note(started, "start")
+    await asyncio.sleep(600)
