@@ -41,6 +41,10 @@ class ServiceOps(SyncBound):
     running_by_worker = bind_sync(fleet.running_by_worker)
     batch_sweep = bind_sync(batches.batch_sweep)
     batch_cleanup = bind_sync(batches.batch_cleanup)
+    step_log = bind_sync(ops.step_log)
+    step_save = bind_sync(ops.step_save)
+    step_wait = bind_sync(ops.step_wait)
+    event_set = bind_sync(ops.event_set)
 
 
 class AsyncServiceOps(AsyncBound):
@@ -62,6 +66,10 @@ class AsyncServiceOps(AsyncBound):
     running_by_worker = bind_async(fleet.running_by_worker)
     batch_sweep = bind_async(batches.batch_sweep)
     batch_cleanup = bind_async(batches.batch_cleanup)
+    step_log = bind_async(ops.step_log)
+    step_save = bind_async(ops.step_save)
+    step_wait = bind_async(ops.step_wait)
+    event_set = bind_async(ops.event_set)
 
 
 class DashboardOps(SyncBound):
@@ -79,6 +87,7 @@ class DashboardOps(SyncBound):
     web_session_start = bind_sync(web_sessions.web_session_start)
     web_session_alive = bind_sync(web_sessions.web_session_alive)
     web_session_end = bind_sync(web_sessions.web_session_end)
+    step_history = bind_sync(ops.step_history)
 
 
 class AsyncDashboardOps(AsyncBound):
@@ -95,6 +104,7 @@ class AsyncDashboardOps(AsyncBound):
     web_session_start = bind_async(web_sessions.web_session_start)
     web_session_alive = bind_async(web_sessions.web_session_alive)
     web_session_end = bind_async(web_sessions.web_session_end)
+    step_history = bind_async(ops.step_history)
 
 
 @overload
