@@ -132,8 +132,9 @@ def test_steps_asked_in_another_order_than_the_log_fail_the_job_naming_both(
 ) -> None:
     job_id = queue.enqueue("reordered", {"dir": str(tmp_path)}, max_attempts=2)
     service = start_service(queue.url, tmp_path, APP)
-    wait_until(lambda: _count(tmp_path, "a") == 1, what="step a ran")
+    wait_until(lambda: _count(tmp_path, "after-first") == 1, what="step a ran")
     (tmp_path / "flip").touch()
+    (tmp_path / "go-after-first").touch()
     wait_until(lambda: _ended(queue, job_id), what="the job ended")
     dead = queue.get(job_id)
     assert dead.status is JobStatus.DEAD
