@@ -10,8 +10,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from jobvisor import JobContext, Registry, RetryPolicy
-from jobvisor.queue.errors import SignalTimeout
+from jobvisor import JobContext, Registry, RetryPolicy, SignalTimeout
 
 registry = Registry()
 NO_WAIT = RetryPolicy(base=0.0, cap=0.0, jitter=0.0)

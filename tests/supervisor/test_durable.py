@@ -49,7 +49,8 @@ def test_a_worker_killed_after_each_step_runs_each_step_once(
     job_id = queue.enqueue(job_type, {"dir": str(tmp_path)}, max_attempts=10)
     service = start_service(queue.url, tmp_path, APP)
     for name in ("charge", "call", "mail"):
-        wait_until(lambda n=name: _count(tmp_path, f"after-{n}") >= 1, what=f"after {name}")
+        marker = f"after-{name}"
+        wait_until(lambda: _count(tmp_path, marker) >= 1, what=marker)  # noqa: B023
         worker_id = running_on(queue.url, job_id)
         assert worker_id
         os.kill(service.worker_pids()[worker_id], signal.SIGKILL)
