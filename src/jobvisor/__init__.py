@@ -23,6 +23,7 @@ from .queue import (
     correlation_scope,
     current_correlation_id,
 )
+from .queue.errors import SignalTimeout, StepMismatch
 from .worker.handler import Cancel, JobContext, Snooze
 from .worker.registry import Registry
 from .workflows import Workflow, WorkflowStatus, chain, group
@@ -47,7 +48,9 @@ __all__ = [
     "Registry",
     "RetryPolicy",
     "Schedule",
+    "SignalTimeout",
     "Snooze",
+    "StepMismatch",
     "Summary",
     "Unique",
     "Workflow",

@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import dataclasses
 import datetime as dt
 import json
 import os
@@ -51,9 +52,10 @@ from .queue import (
     NewJob,
     Queue,
     connect,
+    ops,
     validate,
 )
-from .queue.internal import service_ops
+from .queue.internal import dashboard_ops, service_ops
 from .queue.model import ENQUEUE_KEYS, Job, Limit, LimitScope
 from .queue.redact import redact_text
 
@@ -475,8 +477,27 @@ def cmd_dead_show(args: argparse.Namespace, config: Config) -> int:
 def cmd_show(args: argparse.Namespace, config: Config) -> int:
     with _queue(config) as q:
         job = q.get(args.id)
-    _show_job(job, as_json=args.json)
+        history = dashboard_ops(q).step_history(job.id)
+    _show_job(job, as_json=args.json, history=history)
     return EXIT_OK
+
+
+def cmd_signal(args: argparse.Namespace, config: Config) -> int:
+    """`jobvisor signal ID NAME [JSON]`: send a job the signal its
+    `job.wait_signal(NAME)` waits for (kept until then if it is not waiting yet)."""
+    payload = None if args.payload is None else _parse_payload(args.payload, "payload")
+    with _queue(config) as q:
+        q.signal(args.id, args.name, payload)
+    print(f"signal {args.name!r} sent to job {args.id}")
+    return EXIT_OK
+
+
+def _add_signal_command(command: Callable[..., _Parser]) -> None:
+    signal = command("signal", "send a job a signal its wait_signal(NAME) takes", cmd_signal)
+    _database_flag(signal)
+    signal.add_argument("id", metavar="ID")
+    signal.add_argument("name", metavar="NAME", help="the signal's name")
+    signal.add_argument("payload", nargs="?", metavar="JSON", help="its payload (default none)")
 
 
 def cmd_batch_show(args: argparse.Namespace, config: Config) -> int:
@@ -514,11 +535,18 @@ def cmd_batch_show(args: argparse.Namespace, config: Config) -> int:
 _SHOWN_APART = ("last_error", "payload", "result", "progress", "errors")
 
 
-def _show_job(job: Job, *, as_json: bool) -> None:
+def _show_job(job: Job, *, as_json: bool, history: ops.StepHistory | None = None) -> None:
     """One job: its fields, payload, result and progress, the last error and
-    the error of every failed attempt kept, oldest first."""
+    the error of every failed attempt kept, oldest first; then a durable
+    job's step log, signals and events."""
     data = _job_dict(job)
+    durable = history is not None and bool(history.steps or history.signals or history.events)
     if as_json:
+        if durable:
+            assert history is not None
+            data["steps"] = [_step_dict(step) for step in history.steps]
+            data["signals"] = [dataclasses.asdict(signal) for signal in history.signals]
+            data["events"] = {key: at for key, at in history.events}
         _print_json(data)
         return
     for key, value in data.items():
@@ -534,6 +562,44 @@ def _show_job(job: Job, *, as_json: bool) -> None:
     print("last_error:")
     print(validate.printable(job.last_error or "-", lines=True))
     _print_errors(job.errors)
+    if durable:
+        assert history is not None
+        _print_steps(history)
+
+
+def _step_dict(step: ops.StepRecord) -> dict[str, Any]:
+    data = dataclasses.asdict(step)
+    data["duration"] = _step_duration(step)
+    return data
+
+
+def _step_duration(step: ops.StepRecord) -> float | None:
+    if step.finished_at is None:
+        return None
+    return round((step.finished_at - step.started_at).total_seconds(), 6)
+
+
+def _print_steps(history: ops.StepHistory) -> None:
+    """A durable job's step log (name, status, duration, result or error),
+    its signals and its events' keys."""
+    print(f"steps ({len(history.steps)}):")
+    for step in history.steps:
+        name = validate.printable(step.name)
+        took = _step_duration(step)
+        line = f"  {step.seq:>3} {name:<24} {step.status:<10}"
+        line += "-" if took is None else f"{took:.3f}s"
+        if step.status == "waiting":
+            line += f"  until {_when(step.wake_at) if step.wake_at else 'a signal'}"
+        elif step.error:
+            line += "  " + validate.printable(step.error.split("\n", 1)[0])
+        else:
+            line += "  " + json.dumps(step.result, sort_keys=True)
+        print(line)
+    for signal in history.signals:
+        taken = f"taken {_when(signal.taken_at)}" if signal.taken_at else "not taken yet"
+        print(f"  signal {validate.printable(signal.name)}: sent {_when(signal.sent_at)}, {taken}")
+    for key, at in history.events:
+        print(f"  event {validate.printable(key)}: set {_when(at)}")
 
 
 def _progress_text(progress: dict[str, Any] | None) -> str:
@@ -1063,6 +1129,8 @@ def build_parser() -> argparse.ArgumentParser:
     _database_flag(show)
     show.add_argument("id", metavar="ID")
     show.add_argument("--json", action="store_true", help="a JSON object")
+
+    _add_signal_command(command)
 
     batch = command("batch", "inspect a batch (`Queue.batch`)", _no_op)
     batch_commands = batch.add_subparsers(

@@ -187,6 +187,8 @@ class Queue(SyncBound):
     workflow = bind_sync(workflows.workflow)
     cancel_workflow = bind_sync(workflows.cancel_workflow)
     retry_workflow = bind_sync(workflows.retry_workflow)
+    signal = bind_sync(ops.signal)
+    get_event = bind_sync(ops.get_event)
 
     def batch(
         self,
@@ -216,6 +218,22 @@ class Queue(SyncBound):
             delay = waiting.after(job)
             if delay is None:
                 return job
+            time.sleep(delay)
+
+    def wait_event(
+        self, job_id: uuid.UUID | str, key: str, timeout: float | dt.timedelta | None = None
+    ) -> Any:
+        """Block until the job has published `key` (`job.set_event`) and
+        return its latest value; `TimeoutError` after `timeout` seconds (None:
+        no limit), `EventNotSet` if the job ends without it, `JobNotFound`
+        if there is no such job. It reads as `wait` does, backing off to
+        every half second."""
+        waiting = ops.EventWaiting(job_id, key, timeout)
+        while True:
+            read = self._runner.run(ops.event_read(self._ctx, waiting.job_id, waiting.key))
+            delay = waiting.after(read)
+            if delay is None:
+                return read.value
             time.sleep(delay)
 
     def transaction(self) -> contextlib.AbstractContextManager[Any]:
@@ -315,6 +333,8 @@ class AsyncQueue(AsyncBound):
     workflow = bind_async(workflows.workflow)
     cancel_workflow = bind_async(workflows.cancel_workflow)
     retry_workflow = bind_async(workflows.retry_workflow)
+    signal = bind_async(ops.signal)
+    get_event = bind_async(ops.get_event)
 
     def batch(
         self,
@@ -365,6 +385,21 @@ class AsyncQueue(AsyncBound):
                     await asyncio.wait_for(wake.wait(), delay)
         finally:
             self._waiters.unwatch(waiting.job_id, wake)
+
+    async def wait_event(
+        self,
+        job_id: uuid.UUID | str,
+        key: str,
+        timeout: float | dt.timedelta | None = None,  # noqa: ASYNC109 (the twin of Queue's)
+    ) -> Any:
+        """`Queue.wait_event` for asyncio code."""
+        waiting = ops.EventWaiting(job_id, key, timeout)
+        while True:
+            read = await self._runner.run(ops.event_read(self._ctx, waiting.job_id, waiting.key))
+            delay = waiting.after(read)
+            if delay is None:
+                return read.value
+            await asyncio.sleep(delay)
 
     def transaction(self) -> contextlib.AbstractAsyncContextManager[Any]:
         """`Queue.transaction` for asyncio code: `async with queue.transaction() as conn`."""

@@ -88,6 +88,36 @@ class BatchFinished(InvalidArgument):
         )
 
 
+class StepMismatch(JobvisorError):
+    """A handler asked for its steps in another order than its job's step
+    log records (its code changed under a job in flight): the attempt fails,
+    and no stored result is handed to the wrong step."""
+
+    def __init__(self, job_id: uuid.UUID, seq: int, asked: str, recorded: str) -> None:
+        self.job_id, self.seq, self.asked, self.recorded = job_id, seq, asked, recorded
+        super().__init__(
+            f"job {job_id}: step {seq} is {asked!r} in the handler but {recorded!r} in the "
+            "job's step log (did the code change while the job was in flight?)"
+        )
+
+
+class SignalTimeout(JobvisorError, TimeoutError):
+    """Raised in a handler by `job.wait_signal(name, timeout=...)` when no
+    signal of that name came within the timeout."""
+
+    def __init__(self, name: str, timeout: float | None) -> None:
+        self.name, self.timeout = name, timeout
+        super().__init__(f"no signal {name!r} came within {timeout:g}s" if timeout else name)
+
+
+class EventNotSet(JobvisorError, LookupError):
+    """`wait_event`: the job ended without publishing the key waited for."""
+
+    def __init__(self, job_id: uuid.UUID, key: str, status: str) -> None:
+        self.job_id, self.key = job_id, key
+        super().__init__(f"job {job_id} ended {status} without setting event {key!r}")
+
+
 class Fault(enum.StrEnum):
     """What an error from the database means for a retry (see `queue.faults`)."""
 

@@ -42,6 +42,10 @@ class ServiceOps(SyncBound):
     batch_sweep = bind_sync(batches.batch_sweep)
     batch_cleanup = bind_sync(batches.batch_cleanup)
     workflow_states = bind_sync(workflows.workflow_states)
+    step_log = bind_sync(ops.step_log)
+    step_save = bind_sync(ops.step_save)
+    step_wait = bind_sync(ops.step_wait)
+    event_set = bind_sync(ops.event_set)
 
 
 class AsyncServiceOps(AsyncBound):
@@ -64,6 +68,10 @@ class AsyncServiceOps(AsyncBound):
     batch_sweep = bind_async(batches.batch_sweep)
     batch_cleanup = bind_async(batches.batch_cleanup)
     workflow_states = bind_async(workflows.workflow_states)
+    step_log = bind_async(ops.step_log)
+    step_save = bind_async(ops.step_save)
+    step_wait = bind_async(ops.step_wait)
+    event_set = bind_async(ops.event_set)
 
 
 class DashboardOps(SyncBound):
@@ -83,6 +91,7 @@ class DashboardOps(SyncBound):
     web_session_end = bind_sync(web_sessions.web_session_end)
     workflow_page = bind_sync(workflows.workflow_page)
     workflow_of_job = bind_sync(workflows.workflow_of_job)
+    step_history = bind_sync(ops.step_history)
 
 
 class AsyncDashboardOps(AsyncBound):
@@ -101,6 +110,7 @@ class AsyncDashboardOps(AsyncBound):
     web_session_end = bind_async(web_sessions.web_session_end)
     workflow_page = bind_async(workflows.workflow_page)
     workflow_of_job = bind_async(workflows.workflow_of_job)
+    step_history = bind_async(ops.step_history)
 
 
 @overload

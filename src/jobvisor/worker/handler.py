@@ -20,11 +20,14 @@ import dataclasses
 import datetime as dt
 import uuid
 from collections.abc import Awaitable, Callable
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from ..queue import placeholders, validate
 from ..queue.errors import InvalidArgument
 from ..queue.model import Job, Limit, OnConflict, RetryPolicy, Unique, progress_json
+
+if TYPE_CHECKING:
+    from .durable import Durable
 
 HandlerFunc = Callable[["JobContext"], Awaitable[Any]] | Callable[["JobContext"], Any]
 
@@ -52,18 +55,20 @@ class Cancel(Exception):
 class JobContext:
     """The job as its handler sees it: read-only fields, and `snooze`/`cancel`/`progress`."""
 
-    __slots__ = ("_cancel_requested", "_report", "job", "worker_id")
+    __slots__ = ("_cancel_requested", "_durable", "_report", "job", "worker_id")
 
     def __init__(
         self,
         job: Job,
         worker_id: str,
         report: Callable[[uuid.UUID, str], None] | None = None,
+        durable: Durable | None = None,
     ) -> None:
         self.job = job
         self.worker_id = worker_id
         self._report = report  # where progress goes: the worker's next lease renewal
         self._cancel_requested = False  # set by the worker's loop, read by the handler
+        self._durable = durable  # the step log's reader and writer (see `durable`)
 
     @property
     def cancel_requested(self) -> bool:
@@ -145,6 +150,98 @@ class JobContext:
     def cancel(self, reason: str = "cancelled by its handler") -> NoReturn:
         """Give the job up for good. Does not return."""
         raise Cancel(reason)
+
+    # --- durable steps, sleeps and signals (see `worker.durable`) ------------
+
+    def _steps(self) -> Durable:
+        if self._durable is None:
+            raise InvalidArgument(
+                f"job {self.job.id}: durable steps need a job run by a jobvisor worker"
+            )
+        return self._durable
+
+    async def step(
+        self,
+        name: str,
+        fn: Callable[..., Any],
+        /,
+        *args: Any,
+        retries: int = 0,
+        backoff: RetryPolicy | None = None,
+        **kwargs: Any,
+    ) -> Any:
+        """Run `fn(*args, **kwargs)` (awaited when it returns an awaitable)
+        once per job: its JSON result is stored in the job's step log, and a
+        later attempt (after a crash, a retry, a redeploy) gets the stored
+        result back without running it. A name repeated gets `#1`, `#2`...
+        in the log. A step that raises is retried `retries` times in this
+        attempt (waiting `backoff`'s delays), then its error is recorded and
+        raised: the attempt fails, and the next one runs it again.
+        `StepMismatch` when the log holds another step at this point;
+        `LeaseLost` when this worker no longer holds the job (nothing written)."""
+        return await self._steps().step(name, fn, args, kwargs, retries=retries, backoff=backoff)
+
+    def step_sync(
+        self,
+        name: str,
+        fn: Callable[..., Any],
+        /,
+        *args: Any,
+        retries: int = 0,
+        backoff: RetryPolicy | None = None,
+        **kwargs: Any,
+    ) -> Any:
+        """`step` for a plain-function (thread) handler: `fn` runs in its thread."""
+        return self._steps().step_sync(name, fn, args, kwargs, retries=retries, backoff=backoff)
+
+    async def sleep(self, seconds: float | dt.timedelta) -> None:
+        """Wait `seconds` without holding a worker: the first time, the job
+        is parked (not running, this attempt given back, due then) and this
+        attempt ends here; the attempt that runs when it is due passes the
+        completed steps and returns from this call. Recorded as a step."""
+        delay = validate.seconds("seconds", seconds, high=validate.MAX_DELAY)
+        await self._steps().sleep(seconds=delay)
+
+    async def sleep_until(self, when: dt.datetime) -> None:
+        """`sleep` until the timezone-aware datetime `when`."""
+        await self._steps().sleep(until=when)
+
+    async def wait_signal(
+        self,
+        name: str,
+        timeout: float | dt.timedelta | None = None,  # noqa: ASYNC109 (a deadline kept in the log)
+    ) -> Any:
+        """The payload of the signal `name` sent to this job
+        (`queue.signal(job_id, name, payload)`), parking the job until it
+        comes (no worker held, no attempt counted); a signal sent before is
+        kept and returned at once. `SignalTimeout` when none came within
+        `timeout` seconds of the attempt that first waited (None: no limit)."""
+        signal = validate.name("signal", name)
+        if timeout is not None:
+            timeout = validate.seconds("timeout", timeout, high=validate.MAX_DELAY)
+        return await self._steps().wait_signal(signal, timeout)
+
+    async def set_event(self, key: str, value: Any) -> None:
+        """Publish `value` (JSON) under `key` for others to read
+        (`queue.get_event`, `queue.wait_event`); the latest value wins."""
+        await self._steps().set_event(key, value)
+
+    def sleep_sync(self, seconds: float | dt.timedelta) -> None:
+        """`sleep` for a thread handler."""
+        durable = self._steps()
+        durable.call(self.sleep(seconds))
+
+    def sleep_until_sync(self, when: dt.datetime) -> None:
+        """`sleep_until` for a thread handler."""
+        self._steps().call(self.sleep_until(when))
+
+    def wait_signal_sync(self, name: str, timeout: float | dt.timedelta | None = None) -> Any:
+        """`wait_signal` for a thread handler."""
+        return self._steps().call(self.wait_signal(name, timeout))
+
+    def set_event_sync(self, key: str, value: Any) -> None:
+        """`set_event` for a thread handler."""
+        self._steps().call(self.set_event(key, value))
 
     def __repr__(self) -> str:
         return f"JobContext(id={self.id}, job_type={self.job_type!r}, attempt={self.attempt})"

@@ -32,9 +32,11 @@ from typing import TYPE_CHECKING, Any, Final
 from .. import tracing
 from ..log import get_logger
 from ..queue.correlation import correlation_id_var
-from ..queue.errors import InvalidArgument
+from ..queue.errors import InvalidArgument, LeaseLost
+from ..queue.internal import service_ops
 from ..queue.model import Job
 from ..queue.ops import result_json
+from .durable import Durable, Parked
 from .errors import error_text, failure_text, message, one_line
 from .handler import Cancel, Handler, JobContext, Snooze
 from .protocol import Outcome
@@ -73,10 +75,11 @@ class Running:
         handler: Handler,
         worker_id: str,
         report: Callable[[uuid.UUID, str], None] | None = None,
+        durable: Durable | None = None,
     ) -> None:
         self.job = job
         self.handler = handler
-        self.context = JobContext(job, worker_id, report)
+        self.context = JobContext(job, worker_id, report, durable)
         self.task: asyncio.Task[None] | None = None
         self.stop_reason: StopReason | None = None  # set when we cancel it
 
@@ -133,7 +136,10 @@ def prepare(worker: Worker, job: Job) -> Running | None:
         worker._writes.append(write)
         worker._flush_wanted.set()
         return None
-    running = Running(job, handler, worker.worker_id, worker._report_progress)
+    durable = Durable(
+        job, service_ops(worker.queue), asyncio.get_running_loop(), worker.queue.max_result_bytes
+    )
+    running = Running(job, handler, worker.worker_id, worker._report_progress, durable)
     worker._running[job.id] = running
     return running
 
@@ -156,6 +162,9 @@ async def run_job(worker: Worker, running: Running) -> None:
     worker._ran[job.id] = duration
     if running.stop_reason is StopReason.LEASE_LOST:
         settle_lost(worker, job)
+        return
+    if outcome is not None and outcome[0] == "park":
+        settle_parked(worker, job, outcome[2])
         return
     if outcome is None:
         worker._released.append(job)
@@ -192,10 +201,8 @@ async def execute(worker: Worker, running: Running) -> tuple[Write | None, float
         else:
             async with asyncio.timeout(handler.timeout) as timer:
                 value = await call(worker, handler, context)
-    except Snooze as request:
-        outcome = ("snooze", job, request.delay)
-    except Cancel as request:
-        outcome = ("cancel", job, request.reason)
+    except (Snooze, Cancel, Parked, LeaseLost) as request:
+        outcome = requested(running, request, timer)
     except _Carried as carried:
         outcome = abnormal(worker, job, carried.exc, f"the handler raised {carried.kind}")
     except asyncio.CancelledError as exc:
@@ -220,11 +227,51 @@ async def execute(worker: Worker, running: Running) -> tuple[Write | None, float
         worker._slot_free.set()
         if hard is not None:
             worker.channel.send({"t": "end", "id": str(job.id)})
-    if running.context.cancel_requested and running.stop_reason is not StopReason.LEASE_LOST:
+    if _stopped_by_cancel(running, outcome):
         # Asked to stop before it ended: the database ends it cancelled
         # whatever is written, so the logs and metrics say so too.
         outcome = ("cancel", job, "cancel requested")
     return outcome, duration
+
+
+def _stopped_by_cancel(running: Running, outcome: Write | None) -> bool:
+    """Whether a job asked to stop ran to another end than its park (which
+    the queue turns into the cancel by itself) while it still held the job."""
+    if outcome is not None and outcome[0] == "park":
+        return False
+    return running.context.cancel_requested and running.stop_reason is not StopReason.LEASE_LOST
+
+
+def requested(
+    running: Running,
+    request: Snooze | Cancel | Parked | LeaseLost,
+    timer: asyncio.Timeout | None,
+) -> Write | None:
+    """The outcome a handler asked for by raising: snooze, cancel, or park
+    (its sleep or wait parked the job). A `LeaseLost` of its own job (a step
+    or an event it could not record, fenced by the claim) ends the attempt
+    as lost, as when the renewal finds it; another job's is its failure."""
+    job = running.job
+    if isinstance(request, Snooze):
+        return ("snooze", job, request.delay)
+    if isinstance(request, Cancel):
+        return ("cancel", job, request.reason)
+    if isinstance(request, Parked):
+        return ("park", job, request.step)
+    if request.job_id != job.id:
+        return ("fail", job, failure_text(job, running.handler, request, timer))
+    running.stop_reason = StopReason.LEASE_LOST
+    return None
+
+
+def settle_parked(worker: Worker, job: Job, step: str) -> None:
+    """The job parked itself at a sleep or a wait (the queue gave its attempt
+    back in the same statement): nothing left to write."""
+    worker._held.pop(job.id, None)
+    worker.metrics.job_ended(
+        job.queue, job.job_type, Outcome.SNOOZED, worker._ran.pop(job.id, None)
+    )
+    log.info("job.parked", **worker._fields(job), step=step)
 
 
 def abnormal(worker: Worker, job: Job, exc: BaseException, why: str) -> Write:
@@ -290,6 +337,9 @@ def lose(worker: Worker, job: Job) -> None:
     running = worker._running.get(job.id)
     if running is None or running.task is None:
         return  # finished already; its buffered outcome reports the loss when written
+    durable = running.context._durable
+    if durable is not None and durable.parked:
+        return  # it parked itself: its claim ended on purpose
     running.stop_reason = StopReason.LEASE_LOST
     running.task.cancel()
 

@@ -30,7 +30,7 @@ log = get_logger("worker")
 
 # What a job task hands to the flush: (kind, job, argument); completions and
 # releases go to their own buffers, the rest are written one by one.
-WriteKind = Literal["complete", "fail", "snooze", "cancel"]
+WriteKind = Literal["complete", "fail", "snooze", "cancel", "park"]
 Write = tuple[WriteKind, Job, Any]
 
 

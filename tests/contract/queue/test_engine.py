@@ -86,7 +86,7 @@ def _drop_jobs_table(url: str) -> None:
             conn.execute("DROP TABLE jobvisor_jobs")
         return
     with psycopg.connect(url, autocommit=True) as pg:
-        pg.execute("DROP TABLE jobvisor_jobs")
+        pg.execute("DROP TABLE jobvisor_jobs CASCADE")
 
 
 def test_a_dropped_schema_is_schema_missing(queue: jobvisor.Queue, url: str) -> None:

@@ -63,6 +63,11 @@ class Waiting:
     def after(self, job: Job) -> float | None:
         if job.status in TERMINAL:
             return None
+        return self.after_poll(f"job {self.job_id} is still {job.status.value}")
+
+    def after_poll(self, still: str) -> float:
+        """How long to sleep before the next read; `TimeoutError` saying
+        `still` (what was waited for is not there) when the time is up."""
         self._polls += 1
         delay = (
             WAIT_NOTICE_POLL
@@ -73,9 +78,7 @@ class Waiting:
             return delay
         remaining = self._deadline - time.monotonic()
         if remaining <= 0:
-            raise TimeoutError(
-                f"job {self.job_id} is still {job.status.value} after {self.timeout:g}s"
-            )
+            raise TimeoutError(f"{still} after {self.timeout:g}s")
         return min(delay, remaining)
 
 
