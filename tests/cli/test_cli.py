@@ -69,12 +69,13 @@ def test_every_command_has_help() -> None:
     names = {p[0] for p in command_paths() if p}
     assert names == {
         "run", "migrate", "enqueue", "status", "show", "dead", "cancel", "cleanup", "config",
-        "version", "queue", "schedules", "web", "batch",
+        "version", "queue", "schedules", "web", "batch", "workflow",
     }  # fmt: skip
     assert {tuple(p) for p in command_paths() if len(p) == 2} == {
         ("dead", "list"), ("dead", "show"), ("dead", "requeue"), ("dead", "discard"),
         ("queue", "list"), ("queue", "pause"), ("queue", "resume"), ("queue", "limit"),
         ("queue", "limits"), ("schedules", "run"), ("batch", "show"),
+        ("workflow", "show"), ("workflow", "cancel"), ("workflow", "retry"),
     }  # fmt: skip
 
 

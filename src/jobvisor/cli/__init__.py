@@ -26,6 +26,7 @@ the top-level parser), so a command is read and changed in one place:
     queues       the `queue` group: list, pause, resume, limit, limits
     schedules    `schedules` and `schedules run`
     batches      the `batch` group
+    workflows    the `workflow` group: show, cancel, retry
     maintenance  migrate, cleanup, config, version
 
 and three that every group shares: `common` (the exit codes, the errors that
@@ -58,7 +59,7 @@ from ..config import (
 from ..log import install_redacting_hooks
 from ..queue import InvalidArgument, JobvisorError
 from ..queue.redact import redact_text
-from . import batches, dead, jobs, maintenance, queues, run, schedules, web
+from . import batches, dead, jobs, maintenance, queues, run, schedules, web, workflows
 from .args import EXIT_CODES_HELP, _Parser
 from .common import (
     EXIT_FAILED,
@@ -83,6 +84,7 @@ _COMMANDS = (
     dead.add_dead,
     jobs.add_show,
     batches.add_batch,
+    workflows.add_workflow,
     queues.add_queue,
     jobs.add_cancel,
     maintenance.add_cleanup,
@@ -92,7 +94,12 @@ _COMMANDS = (
 )
 
 # The commands with actions, and where argparse keeps the action's name.
-_ACTIONS = {"dead": "dead_command", "queue": "queue_command", "schedules": "schedules_command"}
+_ACTIONS = {
+    "dead": "dead_command",
+    "queue": "queue_command",
+    "schedules": "schedules_command",
+    "workflow": "workflow_command",
+}
 
 
 def build_parser() -> argparse.ArgumentParser:
