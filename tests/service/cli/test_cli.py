@@ -68,12 +68,13 @@ def test_every_command_has_help() -> None:
     names = {p[0] for p in command_paths() if p}
     assert names == {
         "run", "migrate", "enqueue", "status", "show", "dead", "cancel", "cleanup", "config",
-        "version", "queue", "schedules", "web", "batch",
+        "version", "queue", "schedules", "web", "batch", "workflow", "signal",
     }  # fmt: skip
     assert {tuple(p) for p in command_paths() if len(p) == 2} == {
         ("dead", "list"), ("dead", "show"), ("dead", "requeue"), ("dead", "discard"),
         ("queue", "list"), ("queue", "pause"), ("queue", "resume"), ("queue", "limit"),
         ("queue", "limits"), ("schedules", "run"), ("batch", "show"),
+        ("workflow", "show"), ("workflow", "cancel"), ("workflow", "retry"),
     }  # fmt: skip
 
 
@@ -316,7 +317,7 @@ def test_status_table_and_json_agree_with_the_database(cli: Cli, db: Queue) -> N
 
     table = cli.ok("status").splitlines()
     header = table[0].split()
-    assert header[:7] == ["queue", *[s.value for s in JobStatus]]
+    assert header[: len(JobStatus) + 1] == ["queue", *[s.value for s in JobStatus]]
     rows = {line.split()[0]: line.split() for line in table[2:] if line and line[0] != "-"}
     for name in ("mail", "images", "default"):
         for i, status in enumerate(JobStatus, start=1):

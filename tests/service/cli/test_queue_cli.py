@@ -33,13 +33,13 @@ def test_list_shows_counts_and_paused_for_every_queue(cli: Cli, db: Queue) -> No
     db.enqueue("t", queue="images")
 
     lines = cli.ok("queue", "list").splitlines()
-    statuses = ["pending", "running", "retryable", "completed", "dead", "cancelled"]
+    statuses = ["pending", "running", "retryable", "completed", "dead", "cancelled", "waiting"]
     assert lines[0].split() == ["queue", *statuses, "paused", "limits"]
     rows = {line.split()[0]: line.split()[1:] for line in lines[2:]}
     assert rows == {
-        "idle": ["0", "0", "0", "0", "0", "0", "yes", "-"],
-        "images": ["1", "0", "0", "0", "0", "0", "no", "-"],
-        "mail": ["1", "0", "0", "1", "0", "0", "yes", "-"],
+        "idle": ["0", "0", "0", "0", "0", "0", "0", "yes", "-"],
+        "images": ["1", "0", "0", "0", "0", "0", "0", "no", "-"],
+        "mail": ["1", "0", "0", "1", "0", "0", "0", "yes", "-"],
     }
     listed = {e["queue"]: e for e in json.loads(cli.ok("queue", "list", "--json"))}
     counts = dict.fromkeys(statuses, 0) | {"pending": 1, "completed": 1}
