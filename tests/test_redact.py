@@ -18,7 +18,7 @@ from jobvisor.config import DATABASE_URL_FILE, Config, ConfigError, _without_url
 from jobvisor.log import get_logger, setup_logging
 from jobvisor.queue.api import parse_url
 from jobvisor.queue.errors import DatabaseUnavailable, InvalidArgument
-from jobvisor.queue.redact import (
+from jobvisor.redact import (
     MASK,
     RedactFilter,
     redact_text,

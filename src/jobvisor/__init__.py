@@ -1,6 +1,7 @@
 """jobvisor: a durable background-job queue on PostgreSQL or SQLite, and the
 service that runs the jobs."""
 
+from .handler import Cancel, JobContext, Snooze
 from .queue import (
     AsyncQueue,
     BatchFinished,
@@ -23,11 +24,9 @@ from .queue import (
     correlation_scope,
     current_correlation_id,
 )
-from .worker.handler import Cancel, JobContext, Snooze
+from .version import __version__
 from .worker.registry import Registry
 from .workflows import Workflow, WorkflowStatus, chain, group
-
-__version__ = "0.1.0"
 
 __all__ = [
     "AsyncQueue",

@@ -55,7 +55,7 @@ from .queue import (
 )
 from .queue.internal import service_ops
 from .queue.model import ENQUEUE_KEYS, Job, Limit, LimitScope
-from .queue.redact import redact_text
+from .redact import redact_text
 
 EXIT_OK = ExitCode.OK
 EXIT_FAILED = ExitCode.FAILED

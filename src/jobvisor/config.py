@@ -17,7 +17,7 @@ from .queue import validate
 from .queue.api import parse_url
 from .queue.conninfo import InvalidURL
 from .queue.errors import InvalidArgument, JobvisorError
-from .queue.redact import redact_text, redact_url, secrets_of
+from .redact import redact_text, redact_url, secrets_of
 
 EX_CONFIG = ExitCode.CONFIG
 ENV_PREFIX = "JOBVISOR_"

@@ -15,6 +15,7 @@ import uuid
 from collections.abc import AsyncGenerator, Callable, Iterable, Mapping
 from typing import Any
 
+from ..redact import redact_text, redact_url, remember_secrets
 from . import batches, notices, ops, validate, workflows
 from .batch_scope import AsyncOpenBatch, OpenBatch
 from .bound import AsyncBound, SyncBound, bind_async, bind_sync
@@ -31,7 +32,6 @@ from .errors import InvalidArgument
 from .model import DEFAULT_RETRY, Job, RetryPolicy
 from .notices import Notice
 from .plan import AsyncRunner, SyncRunner
-from .redact import redact_text, redact_url, remember_secrets
 
 
 class _Waiters:

@@ -27,9 +27,9 @@ import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Final
 
+from ..correlation import current_correlation_id
 from . import ops, validate
 from .batch_sql import for_dialect
-from .correlation import current_correlation_id
 from .errors import BatchFinished, BatchNotFound, InvalidArgument
 from .model import Job, JobStatus, NewJob, new_job_id, payload_json
 from .ops.recovery import retention_ages

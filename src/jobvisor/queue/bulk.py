@@ -18,8 +18,8 @@ import uuid
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from ..correlation import current_correlation_id
 from . import validate
-from .correlation import current_correlation_id
 from .errors import InvalidArgument, MissingCorrelationId
 from .model import DEFAULT_MAX_ATTEMPTS, DEFAULT_QUEUE, NewJob, new_job_ids, payload_json
 from .plan import Dialect

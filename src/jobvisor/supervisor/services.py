@@ -20,8 +20,8 @@ from ..queue.api import AsyncQueue
 from ..queue.errors import DatabaseRefused, JobNotFound, SchemaMissing
 from ..queue.faults import Fault, classify
 from ..queue.model import JobStatus
-from ..queue.redact import redact_text
 from ..queue.reports import Summary, XminHolder
+from ..redact import redact_text
 from . import decisions
 from .maintenance import (
     BatchSweeper,

@@ -23,7 +23,7 @@ from ..log import get_logger
 from ..metrics import Metrics
 from ..queue.api import AsyncQueue
 from ..queue.errors import DatabaseRefused, InvalidArgument
-from ..queue.redact import redact_url
+from ..redact import redact_url
 from .services import DatabaseWatch, error_text, may_pass
 
 MIGRATE_TIMEOUT: Final = 60.0

@@ -9,8 +9,8 @@ import asyncio
 import traceback
 from typing import Final
 
+from ..handler import AttemptFailed, Handler
 from ..queue.model import Job
-from .handler import AttemptFailed, Handler
 
 TRACEBACK_FRAMES: Final = 8  # frames kept in last_error
 

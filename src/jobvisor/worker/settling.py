@@ -16,11 +16,11 @@ import asyncio
 from typing import TYPE_CHECKING, Any, Literal
 
 from ..log import get_logger
+from ..outcomes import Outcome
 from ..queue.errors import LeaseLost
 from ..queue.faults import Fault, classify
 from ..queue.model import Job, JobStatus
 from .errors import error_text
-from .protocol import Outcome
 from .supervision import Loop
 
 if TYPE_CHECKING:

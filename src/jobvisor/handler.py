@@ -22,9 +22,9 @@ import uuid
 from collections.abc import Awaitable, Callable
 from typing import Any, NoReturn
 
-from ..queue import placeholders, validate
-from ..queue.errors import InvalidArgument
-from ..queue.model import Job, Limit, OnConflict, RetryPolicy, Unique, progress_json
+from .queue import placeholders, validate
+from .queue.errors import InvalidArgument
+from .queue.model import Job, Limit, OnConflict, RetryPolicy, Unique, progress_json
 
 HandlerFunc = Callable[["JobContext"], Awaitable[Any]] | Callable[["JobContext"], Any]
 
