@@ -192,26 +192,8 @@ async def execute(worker: Worker, running: Running) -> tuple[Write | None, float
         else:
             async with asyncio.timeout(handler.timeout) as timer:
                 value = await call(worker, handler, context)
-    except Snooze as request:
-        outcome = ("snooze", job, request.delay)
-    except Cancel as request:
-        outcome = ("cancel", job, request.reason)
-    except _Carried as carried:
-        outcome = abnormal(worker, job, carried.exc, f"the handler raised {carried.kind}")
-    except asyncio.CancelledError as exc:
-        if running.stop_reason is None and not _cancelling():
-            # Raised by the handler itself, not by our cancel: its failure.
-            outcome = abnormal(worker, job, exc, "the handler raised CancelledError")
-        else:
-            outcome = None  # stopped by us: a cancel request, lease lost, the drain's deadline
-    except Exception as exc:
-        outcome = ("fail", job, failure_text(job, handler, exc, timer))
-        if message(exc) is None:
-            abnormal(worker, job, exc, "the handler's exception cannot be printed")
-    except BaseException as exc:
-        # SystemExit, KeyboardInterrupt, GeneratorExit or one of the
-        # handler's own: this job's failure, never the worker's end.
-        outcome = abnormal(worker, job, exc, "the handler raised a BaseException")
+    except BaseException as exc:  # every ending is this job's, never the worker's
+        outcome = raised(worker, running, exc, timer)
     else:
         outcome = completion(worker, job, value)
     finally:
@@ -225,6 +207,34 @@ async def execute(worker: Worker, running: Running) -> tuple[Write | None, float
         # whatever is written, so the logs and metrics say so too.
         outcome = ("cancel", job, "cancel requested")
     return outcome, duration
+
+
+def raised(
+    worker: Worker, running: Running, exc: BaseException, timer: asyncio.Timeout | None
+) -> Write | None:
+    """What the handler's raising `exc` writes: a snooze, a cancel, or a
+    failed attempt; None when the exception is our own stop (a cancel
+    request, a lost lease, the drain's deadline)."""
+    job, handler = running.job, running.handler
+    if isinstance(exc, Snooze):
+        return ("snooze", job, exc.delay)
+    if isinstance(exc, Cancel):
+        return ("cancel", job, exc.reason)
+    if isinstance(exc, _Carried):
+        return abnormal(worker, job, exc.exc, f"the handler raised {exc.kind}")
+    if isinstance(exc, asyncio.CancelledError):
+        if running.stop_reason is None and not _cancelling():
+            # Raised by the handler itself, not by our cancel: its failure.
+            return abnormal(worker, job, exc, "the handler raised CancelledError")
+        return None
+    if isinstance(exc, Exception):
+        outcome: Write = ("fail", job, failure_text(job, handler, exc, timer))
+        if message(exc) is None:
+            abnormal(worker, job, exc, "the handler's exception cannot be printed")
+        return outcome
+    # SystemExit, KeyboardInterrupt, GeneratorExit or one of the handler's
+    # own BaseExceptions: this job's failure.
+    return abnormal(worker, job, exc, "the handler raised a BaseException")
 
 
 def abnormal(worker: Worker, job: Job, exc: BaseException, why: str) -> Write:
