@@ -8,8 +8,9 @@ from typing import Any
 
 import pytest
 
-from jobvisor.config import SETTINGS, Config, ConfigError, Setting
+from jobvisor.config import Config
 from jobvisor.queue import validate
+from jobvisor.settings import SETTINGS, ConfigError, Setting
 
 BOUNDED = [s for s in SETTINGS if hasattr(s.parse, "expected")]
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from jobvisor.config import DATABASE_URL_FILE, Config, ConfigError, _without_url_flag
+from jobvisor.config import DATABASE_URL_FILE, Config, _without_url_flag
 from jobvisor.log import get_logger, setup_logging
 from jobvisor.queue.api import parse_url
 from jobvisor.queue.errors import DatabaseUnavailable, InvalidArgument
@@ -26,6 +26,7 @@ from jobvisor.redact import (
     remember_secrets,
     secrets_of,
 )
+from jobvisor.settings import ConfigError
 
 # (url, what it must show, the password it carries)
 URLS = [

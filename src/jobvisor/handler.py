@@ -24,7 +24,8 @@ from typing import Any, NoReturn
 
 from .queue import placeholders, validate
 from .queue.errors import InvalidArgument
-from .queue.model import Job, Limit, OnConflict, RetryPolicy, Unique, progress_json
+from .queue.jsonvalue import progress_json
+from .queue.model import Job, Limit, OnConflict, RetryPolicy, Unique
 
 HandlerFunc = Callable[["JobContext"], Awaitable[Any]] | Callable[["JobContext"], Any]
 

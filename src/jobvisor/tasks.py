@@ -46,7 +46,8 @@ from . import codec
 from .handler import JobContext
 from .queue.api import AsyncQueue, Queue
 from .queue.errors import InvalidArgument, JobvisorError
-from .queue.model import Job, JobStatus, NewJob, OnConflict, Unique, payload_json
+from .queue.jsonvalue import payload_json
+from .queue.model import Job, JobStatus, NewJob, OnConflict, Unique
 
 P = ParamSpec("P")
 R = TypeVar("R")

@@ -12,7 +12,7 @@ import pytest
 import jobvisor
 from jobvisor import InvalidArgument, JobStatus, LeaseLost, Queue
 from jobvisor.queue import ops
-from jobvisor.queue.model import progress_json
+from jobvisor.queue.jsonvalue import progress_json
 from tests.queue.conftest import MakeQueue
 from tests.queue.helpers import Clock, close_to, table_snapshot
 

@@ -10,7 +10,8 @@ from typing import Any, LiteralString
 
 from .. import validate
 from ..errors import InvalidArgument, LeaseLost
-from ..model import Job, JobStatus, payload_json
+from ..jsonvalue import payload_json
+from ..model import Job, JobStatus
 from ..plan import Plan, Steps, Stmt
 from ..reports import Renewal
 from .context import Ctx, _held
@@ -107,7 +108,7 @@ def renew_many(
 ) -> Plan[list[Job]]:
     """Extend the lease of every job still held, in one statement, writing
     the progress its handler reported: `progress` maps a job id to its latest
-    as JSON text (see `model.progress_json`); a job without an entry keeps its own.
+    as JSON text (see `jsonvalue.progress_json`); a job without an entry keeps its own.
     Returns the jobs whose lease was lost (their handlers should stop)."""
     seconds = _lease(ctx, lease)
     per_batch = _progress_params(ctx, progress)
