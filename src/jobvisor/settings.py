@@ -273,19 +273,19 @@ SETTINGS: tuple[Setting, ...] = (
     ),
     _bounded(
         "poll_interval",
-        "1.0",
+        str(validate.DEFAULT_POLL_INTERVAL),
         _Seconds(validate.MAX_INTERVAL, low=validate.MIN_INTERVAL),
         "longest wait between claims when idle (PostgreSQL also wakes on NOTIFY)",
     ),
     _bounded(
         "shutdown_timeout",
-        "30",
+        f"{validate.DEFAULT_SHUTDOWN_TIMEOUT:g}",
         _Seconds(validate.MAX_INTERVAL),
         "how long SIGTERM lets running jobs finish before releasing them",
     ),
     _bounded(
         "cancel_grace",
-        "10",
+        f"{validate.DEFAULT_CANCEL_GRACE:g}",
         _Seconds(validate.MAX_INTERVAL),
         "how long a thread handler asked to cancel may run on before its worker is replaced",
     ),

@@ -75,6 +75,7 @@ import uvloop
 
 from .. import systemd
 from ..config import Config
+from ..errortext import one_line
 from ..exitcodes import ExitCode
 from ..http import HttpServer
 from ..log import get_logger, setup_logging
@@ -96,7 +97,6 @@ RESIGN_WAIT: Final = 5.0  # at exit, for giving up leadership
 CLOSE_WAIT: Final = 10.0  # at exit, for the queue's connections to close
 
 log = get_logger("supervisor")
-_error = services.error_text
 
 
 class State(enum.StrEnum):
@@ -405,7 +405,7 @@ class Supervisor:
         try:
             worker = children.spawn_worker(slot=slot_index, env=env, command=self._worker_command)
         except OSError as exc:
-            log.error("worker.spawn_failed", slot=slot_index, error=_error(exc))
+            log.error("worker.spawn_failed", slot=slot_index, error=one_line(exc))
             return None
         self.workers[worker.pid] = worker
         children.watch(self._loop, worker, on_readable=self._on_readable, on_exit=self.wake)
@@ -440,7 +440,7 @@ class Supervisor:
             try:
                 self._on_worker_message(worker, message)
             except Exception as exc:
-                log.error("supervisor.hook_failed", hook="on_worker_message", error=_error(exc))
+                log.error("supervisor.hook_failed", hook="on_worker_message", error=one_line(exc))
 
     def _note_schedules(self, ready: dict[str, Any]) -> None:
         """Keep the schedules a booted worker declares, for the scheduler;

@@ -31,13 +31,14 @@ from typing import TYPE_CHECKING, Any, Final
 
 from .. import tracing
 from ..correlation import correlation_id_var
+from ..errortext import error_text, message, one_line
 from ..handler import Cancel, Handler, JobContext, Snooze
 from ..log import get_logger
 from ..outcomes import Outcome
 from ..queue.errors import InvalidArgument
 from ..queue.model import Job
 from ..queue.ops import result_json
-from .errors import error_text, failure_text, message, one_line
+from .errors import failure_text
 from .settling import Write, release_unstarted, settle_lost
 
 if TYPE_CHECKING:

@@ -8,6 +8,7 @@ import uuid
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, LiteralString
 
+from ...errortext import describe
 from .. import validate
 from ..errors import InvalidArgument, LeaseLost
 from ..jsonvalue import payload_json
@@ -235,7 +236,7 @@ def _held_one(ctx: Ctx, sql: LiteralString, job: Job, extra: dict[str, Any]) -> 
 
 def _error_text(name: str, error: BaseException | str) -> str:
     if isinstance(error, BaseException):
-        text = f"{type(error).__name__}: {error}" if str(error) else type(error).__name__
+        text = describe(error)
     elif isinstance(error, str):
         text = error
     else:
