@@ -24,7 +24,7 @@ help:
 	@echo "make run        run the service (jobvisor run; SQLite ./jobvisor.db unless JOBVISOR_DATABASE_URL)"
 	@echo "make test       lint, typecheck and the whole test suite"
 	@echo "make test-fast  unit and contract tests on SQLite only: the quick loop"
-	@echo "make lint       ruff check + ruff format --check over $(CHECKED)"
+	@echo "make lint       ruff check + ruff format --check over $(CHECKED), lint-imports"
 	@echo "make typecheck  mypy (strict, configured in pyproject.toml)"
 	@echo "make fmt        ruff format + ruff check --fix"
 	@echo "make bench      bench/queue_throughput.py (BENCH_ARGS='--engine sqlite --jobs 20000')"
@@ -66,6 +66,7 @@ test: lint typecheck pytest
 lint: $(STAMP)
 	$(BIN)/ruff check $(CHECKED)
 	$(BIN)/ruff format --check $(CHECKED)
+	$(BIN)/lint-imports
 
 typecheck: $(STAMP)
 	$(BIN)/mypy

@@ -1,6 +1,7 @@
 """jobvisor: a durable background-job queue on PostgreSQL or SQLite, and the
 service that runs the jobs."""
 
+from .handler import Cancel, JobContext, Snooze
 from .queue import (
     AsyncQueue,
     BatchFinished,
@@ -24,11 +25,9 @@ from .queue import (
     current_correlation_id,
 )
 from .queue.errors import SignalTimeout, StepMismatch
-from .worker.handler import Cancel, JobContext, Snooze
+from .version import __version__
 from .worker.registry import Registry
 from .workflows import Workflow, WorkflowStatus, chain, group
-
-__version__ = "0.1.0"
 
 __all__ = [
     "AsyncQueue",

@@ -18,10 +18,10 @@ import uuid
 from typing import Any
 
 from .config import load_or_exit
+from .handler import JobContext
 from .log import get_logger
 from .queue.api import Queue, connect
 from .queue.model import RetryPolicy
-from .worker.handler import JobContext
 from .worker.registry import Registry
 
 registry = Registry()

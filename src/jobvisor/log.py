@@ -24,8 +24,8 @@ import warnings
 from types import TracebackType
 from typing import Any, TextIO
 
-from .queue.correlation import current_correlation_id
-from .queue.redact import RedactFilter, install_library_filters, redact_text
+from .correlation import current_correlation_id
+from .redact import RedactFilter, install_library_filters, redact_text
 
 _ROOT = "jobvisor"
 

@@ -33,7 +33,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any, Final
+from typing import Any, Final, Literal, NotRequired, TypedDict
 
 from prometheus_client import (
     CollectorRegistry,
@@ -43,11 +43,10 @@ from prometheus_client import (
     generate_latest,
 )
 
+from .outcomes import Outcome
 from .queue import validate
 from .queue.model import JobStatus, Limit
 from .queue.reports import Summary
-from .worker.protocol import Metrics as MetricsMessage
-from .worker.protocol import MetricsJob, Outcome
 
 __all__ = ["Metrics", "WorkerMetrics"]
 
@@ -72,6 +71,27 @@ DURATION_BUCKETS: Final = (
     3600.0,
 )
 MESSAGE_LIMIT: Final = 3072  # bytes of JSON per message: below PIPE_BUF (4096) with room
+
+
+class MetricsJob(TypedDict):
+    """One job type's executions with one outcome since the last message."""
+
+    queue: str
+    job_type: str
+    outcome: Outcome
+    count: int
+    seconds: list[float]
+
+
+class MetricsMessage(TypedDict):
+    """A worker's counts since its last message, on the control channel
+    (`jobvisor.worker.protocol`) as `{"t": "metrics", ...}`."""
+
+    t: Literal["metrics"]
+    claims: NotRequired[int]
+    claimed: NotRequired[int]
+    lease_lost: NotRequired[int]
+    jobs: NotRequired[list[MetricsJob]]
 
 
 def _count(value: Any) -> int:

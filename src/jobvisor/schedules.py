@@ -36,7 +36,8 @@ from cronsim import CronSim, CronSimError
 
 from .queue import validate
 from .queue.errors import InvalidArgument
-from .queue.model import DEFAULT_QUEUE, Schedule, payload_json
+from .queue.jsonvalue import payload_json
+from .queue.model import DEFAULT_QUEUE, Schedule
 
 UTC = dt.UTC
 MAX_CATCH_UP: Final = 1000  # catch_up="all" enqueues at most this many missed ticks

@@ -40,16 +40,14 @@ import datetime as dt
 import inspect
 import uuid
 from collections.abc import Callable, Coroutine, Iterable, Mapping
-from typing import TYPE_CHECKING, Any, Generic, NoReturn, ParamSpec, Protocol, TypeVar, overload
+from typing import Any, Generic, NoReturn, ParamSpec, Protocol, TypeVar, overload
 
 from . import codec
+from .handler import JobContext
+from .queue.api import AsyncQueue, Queue
 from .queue.errors import InvalidArgument, JobvisorError
-from .queue.model import Job, JobStatus, NewJob, OnConflict, Unique, payload_json
-
-if TYPE_CHECKING:
-    from .queue.api import AsyncQueue, Queue
-    from .worker.handler import JobContext
-    from .worker.registry import Registry
+from .queue.jsonvalue import payload_json
+from .queue.model import Job, JobStatus, NewJob, OnConflict, Unique
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -83,12 +81,10 @@ def current_job() -> JobContext | None:
     return _current_job.get()
 
 
-def queue_types() -> tuple[type[Queue], type[AsyncQueue]]:
-    """`(Queue, AsyncQueue)`, imported when first needed: the queue package
-    imports the worker's registry (through tracing), which imports this module."""
-    from .queue.api import AsyncQueue, Queue  # noqa: PLC0415 (see above)
+class QueueBinding(Protocol):
+    """Where a task finds its queue: its registry (`Registry.bind`)."""
 
-    return Queue, AsyncQueue
+    def bound(self, kind: type[Q]) -> Queue | AsyncQueue | None: ...
 
 
 class NoQueueBound(JobvisorError):
@@ -165,7 +161,7 @@ class Task(Generic[P, R]):
         func: Callable[P, R],
         *,
         name: str,
-        registry: Registry,
+        registry: QueueBinding,
         options: Mapping[str, Any],
         using: Queue | AsyncQueue | None = None,
         conn: Any = None,
@@ -233,16 +229,14 @@ class Task(Generic[P, R]):
         call = self.args(*args, **kwargs)
         if _interceptor is not None:
             return _interceptor.enqueue(call)
-        sync, _ = queue_types()
-        return self._queue(sync).enqueue(conn=self.conn, **call.enqueue_arguments())
+        return self._queue(Queue).enqueue(conn=self.conn, **call.enqueue_arguments())
 
     async def enqueue_async(self, *args: P.args, **kwargs: P.kwargs) -> uuid.UUID:
         """`enqueue` on the bound `AsyncQueue`."""
         call = self.args(*args, **kwargs)
         if _interceptor is not None:
             return await _interceptor.enqueue_async(call)
-        _, asynchronous = queue_types()
-        aq = self._queue(asynchronous)
+        aq = self._queue(AsyncQueue)
         return await aq.enqueue(conn=self.conn, **call.enqueue_arguments())
 
     def enqueue_many(self, calls: Iterable[TaskCall[P]]) -> list[uuid.UUID]:
@@ -252,8 +246,7 @@ class Task(Generic[P, R]):
         if _interceptor is not None:
             return [_interceptor.enqueue(call) for call in items]
         jobs = [call.enqueue_arguments() for call in items]
-        sync, _ = queue_types()
-        return self._queue(sync).enqueue_many(jobs, conn=self.conn)
+        return self._queue(Queue).enqueue_many(jobs, conn=self.conn)
 
     async def enqueue_many_async(self, calls: Iterable[TaskCall[P]]) -> list[uuid.UUID]:
         """`enqueue_many` on the bound `AsyncQueue`."""
@@ -261,8 +254,7 @@ class Task(Generic[P, R]):
         if _interceptor is not None:
             return [await _interceptor.enqueue_async(call) for call in items]
         jobs = [call.enqueue_arguments() for call in items]
-        _, asynchronous = queue_types()
-        return await self._queue(asynchronous).enqueue_many(jobs, conn=self.conn)
+        return await self._queue(AsyncQueue).enqueue_many(jobs, conn=self.conn)
 
     def with_options(
         self,
@@ -302,7 +294,7 @@ class Task(Generic[P, R]):
             options.pop("run_at", None)
         elif run_at is not None:
             options.pop("delay", None)
-        if using is not None and not isinstance(using, queue_types()):
+        if using is not None and not isinstance(using, Queue | AsyncQueue):
             raise InvalidArgument(f"using={using!r}: expected a jobvisor Queue or AsyncQueue")
         NewJob.build(self.name, None, **options)  # every option checked before use
         bound = copy.copy(self)  # the signature, defaults and hints are shared
@@ -325,7 +317,7 @@ class Task(Generic[P, R]):
         target = self.using if self.using is not None else self.registry.bound(kind)
         if isinstance(target, kind):
             return target
-        method = "enqueue" if kind is queue_types()[0] else "enqueue_async"
+        method = "enqueue" if kind is Queue else "enqueue_async"
         if target is None:
             raise NoQueueBound(
                 f"{self.name}.{method}: no {kind.__name__} to enqueue on; bind one with "

@@ -57,14 +57,14 @@ from typing import Any, TypeVar
 
 from . import codec
 from . import tasks as _tasks
+from .correlation import correlation_scope, current_correlation_id
+from .errortext import error_text
+from .handler import Cancel, Handler, JobContext, Snooze
 from .queue.api import AsyncQueue, Queue
-from .queue.correlation import correlation_scope, current_correlation_id
 from .queue.errors import InvalidArgument, JobvisorError
 from .queue.model import DEFAULT_MAX_ATTEMPTS, DEFAULT_QUEUE, Job, JobStatus, new_job_id
 from .queue.ops import result_json
 from .tasks import Task, TaskCall, intercept
-from .worker.errors import error_text
-from .worker.handler import Cancel, Handler, JobContext, Snooze
 from .worker.registry import Registry
 
 T = TypeVar("T")

@@ -32,12 +32,10 @@ import contextlib
 import functools
 import importlib.util
 from collections.abc import Iterator, Mapping
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
-from .worker.protocol import Outcome
-
-if TYPE_CHECKING:
-    from .queue.model import Job
+from .outcomes import Outcome
+from .version import __version__
 
 ATTR_JOB_ID = "jobvisor.job.id"
 ATTR_JOB_TYPE = "jobvisor.job.type"
@@ -45,6 +43,22 @@ ATTR_QUEUE = "jobvisor.job.queue"
 ATTR_ATTEMPT = "jobvisor.job.attempt"
 ATTR_OUTCOME = "jobvisor.job.outcome"
 FAILED_OUTCOMES = frozenset({Outcome.FAILED, Outcome.DEAD})
+
+
+class TracedJob(Protocol):
+    """What a span reads of a job (`jobvisor.Job` has it): the queue imports
+    this module at enqueue, so it names no queue type."""
+
+    @property
+    def id(self) -> object: ...
+    @property
+    def job_type(self) -> str: ...
+    @property
+    def queue(self) -> str: ...
+    @property
+    def attempts(self) -> int: ...
+    @property
+    def meta(self) -> dict[str, Any] | None: ...
 
 
 @functools.cache
@@ -85,7 +99,7 @@ def inject() -> dict[str, str] | None:
     return carrier or None
 
 
-def carrier_of(job: Job) -> dict[str, str] | None:
+def carrier_of(job: TracedJob) -> dict[str, str] | None:
     """The trace carrier recorded with `job` at enqueue, or None. Only string
     headers are kept: `meta` is a column anyone with SQL access can write."""
     found = job.meta.get("trace") if isinstance(job.meta, dict) else None
@@ -118,7 +132,7 @@ class _OtelSpan:
 
 @contextlib.contextmanager
 def job_span(
-    job: Job, carrier: Mapping[str, str] | None, *, tracer_provider: Any = None
+    job: TracedJob, carrier: Mapping[str, str] | None, *, tracer_provider: Any = None
 ) -> Iterator[JobSpan]:
     """One execution of `job` as a span, child of and linked to the context
     in `carrier` (from `inject()` at enqueue; None starts a new trace).
@@ -127,8 +141,6 @@ def job_span(
         yield _NoSpan()
         return
     from opentelemetry import propagate, trace  # noqa: PLC0415 - optional extra
-
-    from . import __version__  # noqa: PLC0415 - the queue imports this module while jobvisor loads
 
     parent = propagate.extract(dict(carrier)) if carrier else None
     links = []

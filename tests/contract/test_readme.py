@@ -23,7 +23,7 @@ import pytest
 
 import jobvisor
 from jobvisor import testing
-from jobvisor.config import SETTINGS, Setting
+from jobvisor.settings import SETTINGS, Setting
 
 ROOT = Path(__file__).resolve().parents[2]
 README = (ROOT / "README.md").read_text(encoding="utf-8")
@@ -79,14 +79,14 @@ def test_every_setting_is_in_the_table_with_its_default(setting: Setting) -> Non
     assert setting.env in rows, f"the configuration table has no row for {setting.env}"
     assert rows[setting.env][1] == shown_default(setting), (
         f"docs/configuration.md shows {setting.env}'s default as {rows[setting.env][1]}, "
-        f"config.SETTINGS says {shown_default(setting)}"
+        f"settings.SETTINGS says {shown_default(setting)}"
     )
     assert rows[setting.env][2], f"the configuration table gives {setting.env} no meaning"
 
 
 def test_the_table_lists_no_setting_that_does_not_exist() -> None:
     unknown = set(table_rows()) - {s.env for s in SETTINGS}
-    assert not unknown, f"the table lists variables config.SETTINGS does not have: {unknown}"
+    assert not unknown, f"the table lists variables settings.SETTINGS does not have: {unknown}"
 
 
 def test_the_two_setup_commands_are_makefile_targets() -> None:

@@ -14,11 +14,11 @@ from pathlib import Path
 
 import pytest
 
-from jobvisor.config import DATABASE_URL_FILE, Config, ConfigError, _without_url_flag
+from jobvisor.config import DATABASE_URL_FILE, Config, _without_url_flag
 from jobvisor.log import get_logger, setup_logging
 from jobvisor.queue.api import parse_url
 from jobvisor.queue.errors import DatabaseUnavailable, InvalidArgument
-from jobvisor.queue.redact import (
+from jobvisor.redact import (
     MASK,
     RedactFilter,
     redact_text,
@@ -26,6 +26,7 @@ from jobvisor.queue.redact import (
     remember_secrets,
     secrets_of,
 )
+from jobvisor.settings import ConfigError
 
 # (url, what it must show, the password it carries)
 URLS = [

@@ -4,12 +4,15 @@ accepts the edges of that range."""
 
 from __future__ import annotations
 
+import inspect
 from typing import Any
 
 import pytest
 
-from jobvisor.config import SETTINGS, Config, ConfigError, Setting
+from jobvisor.config import Config
 from jobvisor.queue import validate
+from jobvisor.settings import SETTINGS, ConfigError, Setting
+from jobvisor.worker.loop import Worker
 
 BOUNDED = [s for s in SETTINGS if hasattr(s.parse, "expected")]
 
@@ -136,3 +139,9 @@ def test_the_listen_urls_password_is_masked() -> None:
     config = Config.load(env={"JOBVISOR_DATABASE_URL": PG, "JOBVISOR_LISTEN_URL": url})
     shown = {variable: value for variable, value, _ in config.describe()}
     assert shown["JOBVISOR_LISTEN_URL"] == "postgresql://jobvisor:***@db.internal/jobs"
+
+
+@pytest.mark.parametrize("field", ["lease", "poll_interval", "shutdown_timeout", "cancel_grace"])
+def test_a_worker_made_without_settings_has_the_settings_defaults(field: str) -> None:
+    default = inspect.signature(Worker).parameters[field].default
+    assert default == getattr(Config.load(env={}), field)

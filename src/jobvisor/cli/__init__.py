@@ -58,7 +58,7 @@ from ..config import (
 )
 from ..log import install_redacting_hooks
 from ..queue import InvalidArgument, JobvisorError
-from ..queue.redact import redact_text
+from ..redact import redact_text
 from . import batches, dead, jobs, maintenance, queues, run, schedules, web, workflows
 from .args import EXIT_CODES_HELP, _Parser
 from .common import (

@@ -17,7 +17,7 @@ from typing import Any, TextIO
 
 from ..queue import JobStatus, ops, validate
 from ..queue.model import Job
-from ..queue.redact import redact_text
+from ..redact import redact_text
 
 
 def _err(prog: str, message: str) -> None:

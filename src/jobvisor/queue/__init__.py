@@ -1,8 +1,9 @@
 """The durable queue: jobs as rows in PostgreSQL or SQLite."""
 
+from ..correlation import correlation_scope, current_correlation_id
+from ..redact import redact_url
 from .api import AsyncQueue, Queue, connect, connect_async
 from .batches import BatchPage, BatchStatus
-from .correlation import correlation_scope, current_correlation_id
 from .errors import (
     BatchFinished,
     BatchNotFound,
@@ -30,7 +31,6 @@ from .model import (
     Unique,
 )
 from .notices import Notice, NoticeKind
-from .redact import redact_url
 from .reports import Cancelled, Readiness, Renewal, Summary, XminHolder
 
 __all__ = [

@@ -15,9 +15,11 @@ import uuid
 from collections.abc import AsyncGenerator, Callable, Iterable, Mapping
 from typing import Any
 
+from ..redact import redact_text, redact_url, remember_secrets
 from . import batches, notices, ops, validate, workflows
 from .batch_scope import AsyncOpenBatch, OpenBatch
 from .bound import AsyncBound, SyncBound, bind_async, bind_sync
+from .dead import AsyncDeadJobs, DeadJobs
 from .drivers.borrowed import BorrowedRunner
 from .drivers.postgres.dialect import POSTGRES
 from .drivers.postgres.errors import check_conninfo
@@ -31,97 +33,7 @@ from .errors import InvalidArgument
 from .model import DEFAULT_RETRY, Job, RetryPolicy
 from .notices import Notice
 from .plan import AsyncRunner, SyncRunner
-from .redact import redact_text, redact_url, remember_secrets
-
-
-class _Waiters:
-    """Every `wait` of one `AsyncQueue` shares one listening connection:
-    opened by the first wait, it wakes the waiters of each job whose `done`
-    notice arrives, and every waiter after a `missed` one (notices may have
-    been lost). It closes with the queue. A waiter polls now and then too,
-    so a notice lost, or a listener that failed, costs time, never a result."""
-
-    def __init__(self, listen: Callable[[], AsyncGenerator[Notice, None]]) -> None:
-        self._listen = listen
-        self._waiting: dict[uuid.UUID, set[asyncio.Event]] = {}
-        self._task: asyncio.Task[None] | None = None
-        self._listening: asyncio.Event | None = None
-
-    def watch(self, job_id: uuid.UUID) -> asyncio.Event:
-        """An event set when `job_id` may have ended; `unwatch` it when done."""
-        event = asyncio.Event()
-        self._waiting.setdefault(job_id, set()).add(event)
-        if self._task is None or self._task.done():
-            self._listening = asyncio.Event()
-            self._task = asyncio.create_task(self._run(self._listening))
-        return event
-
-    def unwatch(self, job_id: uuid.UUID, event: asyncio.Event) -> None:
-        events = self._waiting.get(job_id)
-        if events is not None:
-            events.discard(event)
-            if not events:
-                del self._waiting[job_id]
-
-    async def listening(self, seconds: float) -> None:
-        """Wait (at most `seconds`) until notices are heard: one sent after
-        this returns reaches the waiters."""
-        if self._listening is not None and self._task is not None:
-            done = asyncio.ensure_future(self._listening.wait())
-            try:
-                await asyncio.wait(
-                    {done, self._task}, timeout=seconds, return_when=asyncio.FIRST_COMPLETED
-                )
-            finally:
-                done.cancel()
-
-    async def _run(self, listening: asyncio.Event) -> None:
-        async for notice in self._listen():
-            if notice.kind == notices.NoticeKind.MISSED:
-                listening.set()
-                for events in self._waiting.values():
-                    for event in events:
-                        event.set()
-            elif notice.kind == notices.NoticeKind.DONE and notice.id in self._waiting:
-                for event in self._waiting[notice.id]:
-                    event.set()
-
-    async def close(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(BaseException):
-                await self._task
-            self._task = None
-
-
-class DeadJobs(SyncBound):
-    """`queue.dead`: jobs that ran out of attempts."""
-
-    def __init__(self, runner: SyncRunner, ctx: ops.Ctx) -> None:
-        self._runner, self._ctx = runner, ctx
-
-    list = bind_sync(ops.dead_list)
-    count = bind_sync(ops.dead_count)
-    get = bind_sync(ops.dead_get)
-    requeue = bind_sync(ops.dead_requeue)
-    requeue_type = bind_sync(ops.dead_requeue_type)
-    discard = bind_sync(ops.dead_discard)
-    discard_type = bind_sync(ops.dead_discard_type)
-
-
-class AsyncDeadJobs(AsyncBound):
-    """`queue.dead` of an `AsyncQueue`."""
-
-    def __init__(self, runner: AsyncRunner, ctx: ops.Ctx) -> None:
-        self._runner, self._ctx = runner, ctx
-
-    list = bind_async(ops.dead_list)
-    count = bind_async(ops.dead_count)
-    get = bind_async(ops.dead_get)
-    requeue = bind_async(ops.dead_requeue)
-    requeue_type = bind_async(ops.dead_requeue_type)
-    discard = bind_async(ops.dead_discard)
-    discard_type = bind_async(ops.dead_discard_type)
+from .waiters import Waiters
 
 
 class Queue(SyncBound):
@@ -272,7 +184,7 @@ class AsyncQueue(AsyncBound):
         self._runner, self._ctx, self.url = runner, ctx, url
         self._listen = listen
         self.dead = AsyncDeadJobs(runner, ctx)
-        self._waiters = _Waiters(self.notifications)
+        self._waiters = Waiters(self.notifications)
 
     @property
     def listens(self) -> bool:
@@ -528,7 +440,7 @@ def connect(
     retry: Mapping[str, RetryPolicy] | None = None,
     default_retry: RetryPolicy = DEFAULT_RETRY,
     lease: float = ops.DEFAULT_LEASE,
-    busy_timeout: float = 10.0,
+    busy_timeout: float = validate.DEFAULT_BUSY_TIMEOUT,
     max_payload_bytes: int | None = None,
     max_result_bytes: int | None = None,
     synchronous_commit: bool = True,
@@ -609,7 +521,7 @@ def borrow(
         default_retry=DEFAULT_RETRY,
         lease=ops.DEFAULT_LEASE,
         pool_size=1,
-        busy_timeout=10.0,
+        busy_timeout=validate.DEFAULT_BUSY_TIMEOUT,
         max_payload_bytes=max_payload_bytes,
         max_result_bytes=max_result_bytes,
     )
@@ -626,7 +538,7 @@ def connect_async(
     retry: Mapping[str, RetryPolicy] | None = None,
     default_retry: RetryPolicy = DEFAULT_RETRY,
     lease: float = ops.DEFAULT_LEASE,
-    busy_timeout: float = 10.0,
+    busy_timeout: float = validate.DEFAULT_BUSY_TIMEOUT,
     max_payload_bytes: int | None = None,
     max_result_bytes: int | None = None,
     synchronous_commit: bool = True,

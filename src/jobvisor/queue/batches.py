@@ -27,11 +27,12 @@ import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Final
 
+from ..correlation import current_correlation_id
 from . import ops, validate
 from .batch_sql import for_dialect
-from .correlation import current_correlation_id
 from .errors import BatchFinished, BatchNotFound, InvalidArgument
-from .model import Job, JobStatus, NewJob, new_job_id, payload_json
+from .jsonvalue import payload_json
+from .model import Job, JobStatus, NewJob, new_job_id
 from .ops.recovery import retention_ages
 from .ops.scheduling import _time_out
 from .plan import COMMIT, Plan, Steps, Stmt

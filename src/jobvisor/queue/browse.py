@@ -29,8 +29,8 @@ import uuid
 from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
+from ..correlation import job_of_correlation, own_correlation_id
 from . import validate
-from .correlation import job_of_correlation, own_correlation_id
 from .errors import InvalidArgument
 from .model import UTC, JobStatus, LimitScope
 from .ops import Ctx, limit_from_row

@@ -18,10 +18,11 @@ import uuid
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from ..correlation import current_correlation_id
 from . import validate
-from .correlation import current_correlation_id
 from .errors import InvalidArgument, MissingCorrelationId
-from .model import DEFAULT_MAX_ATTEMPTS, DEFAULT_QUEUE, NewJob, new_job_ids, payload_json
+from .jsonvalue import payload_json
+from .model import DEFAULT_MAX_ATTEMPTS, DEFAULT_QUEUE, NewJob, new_job_ids
 from .plan import Dialect
 
 # The options a row may set and still take the quick checks.

@@ -15,8 +15,8 @@ import re
 from collections.abc import Mapping
 from typing import Final
 
+from ..redact import redact_url
 from .errors import InvalidArgument
-from .redact import redact_url
 
 # Options libpq reads as an integer (a sign and digits, blanks around).
 INTEGER_OPTIONS: Final = frozenset(

@@ -5,7 +5,7 @@ from __future__ import annotations
 import enum
 import uuid
 
-from .redact import redact_text
+from ..redact import redact_text
 
 
 class JobvisorError(Exception):

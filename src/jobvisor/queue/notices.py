@@ -21,8 +21,8 @@ from collections.abc import AsyncGenerator, Sequence
 from typing import Any, Final
 
 from ..backoff import backoff
+from ..errortext import driver_text
 from ..log import get_logger
-from .drivers.shared import driver_text
 
 log = get_logger("queue")
 

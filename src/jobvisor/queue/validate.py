@@ -53,6 +53,18 @@ DEFAULT_LEASE: Final = 30.0
 DEFAULT_POOL_SIZE: Final = 4
 """Database connections a queue (a worker) keeps open at most."""
 
+DEFAULT_BUSY_TIMEOUT: Final = 10.0
+"""Seconds a SQLite statement waits for a lock before it gives up."""
+
+DEFAULT_POLL_INTERVAL: Final = 1.0
+"""Seconds at most between a worker's claims while it hears no notice."""
+
+DEFAULT_SHUTDOWN_TIMEOUT: Final = 30.0
+"""Seconds SIGTERM lets running jobs finish before they are released."""
+
+DEFAULT_CANCEL_GRACE: Final = 10.0
+"""Seconds a cancelled thread handler has to end before its worker is replaced."""
+
 DEFAULT_MAX_PAYLOAD_BYTES: Final = 1024 * 1024
 """The payload size limit (UTF-8 bytes of its JSON) unless configured."""
 

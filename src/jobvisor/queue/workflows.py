@@ -27,8 +27,8 @@ import uuid
 from collections.abc import Mapping, Sequence
 from typing import Any, Final, Protocol
 
+from ..correlation import current_correlation_id
 from . import bulk, sql_workflows, validate
-from .correlation import current_correlation_id
 from .errors import InvalidArgument, JobNotFound
 from .model import TERMINAL, UTC, JobStatus, NewJob, new_job_ids
 from .ops.context import Ctx, _job_id

@@ -75,14 +75,15 @@ import uvloop
 
 from .. import systemd
 from ..config import Config
+from ..errortext import one_line
 from ..exitcodes import ExitCode
 from ..http import HttpServer
 from ..log import get_logger, setup_logging
 from ..metrics import Metrics
 from ..queue.api import AsyncQueue, connect_async
-from . import children, decisions, endpoints, fleet, reload, services, startup
+from . import children, decisions, endpoints, fleet, reload, restarts, services, startup
 from .children import Slot, WorkerProcess
-from .decisions import STOP_MARGIN, Charge, CrashBudget, ExitKind, KillReason, StopMode
+from .decisions import STOP_MARGIN, CrashBudget, ExitKind, KillReason, StopMode
 from .maintenance import Leadership, run_periodically
 from .reload import reload_with_same_flags
 from .signals import HANDLED_SIGNALS, ignore_signals
@@ -96,7 +97,6 @@ RESIGN_WAIT: Final = 5.0  # at exit, for giving up leadership
 CLOSE_WAIT: Final = 10.0  # at exit, for the queue's connections to close
 
 log = get_logger("supervisor")
-_error = services.error_text
 
 
 class State(enum.StrEnum):
@@ -405,7 +405,7 @@ class Supervisor:
         try:
             worker = children.spawn_worker(slot=slot_index, env=env, command=self._worker_command)
         except OSError as exc:
-            log.error("worker.spawn_failed", slot=slot_index, error=_error(exc))
+            log.error("worker.spawn_failed", slot=slot_index, error=one_line(exc))
             return None
         self.workers[worker.pid] = worker
         children.watch(self._loop, worker, on_readable=self._on_readable, on_exit=self.wake)
@@ -415,7 +415,7 @@ class Supervisor:
     def _spawn_into(self, slot: Slot) -> None:
         worker = self.spawn(slot.index)
         if worker is None:
-            self._crashed(slot)
+            restarts.crashed(self, slot)
             return
         slot.worker = worker
         slot.starts += 1
@@ -431,7 +431,7 @@ class Supervisor:
 
     def _handle_message(self, worker: WorkerProcess, message: dict[str, Any]) -> None:
         if worker.hear(message):
-            self._booted(worker)
+            restarts.booted(self, worker)
             self._note_schedules(message)
             self._announce_ready()
         elif message.get("t") == "metrics":
@@ -440,7 +440,7 @@ class Supervisor:
             try:
                 self._on_worker_message(worker, message)
             except Exception as exc:
-                log.error("supervisor.hook_failed", hook="on_worker_message", error=_error(exc))
+                log.error("supervisor.hook_failed", hook="on_worker_message", error=one_line(exc))
 
     def _note_schedules(self, ready: dict[str, Any]) -> None:
         """Keep the schedules a booted worker declares, for the scheduler;
@@ -491,108 +491,7 @@ class Supervisor:
         if kind is ExitKind.EXPECTED or slot is None:
             return
         self.metrics.record_restart(decisions.restart_reason(code=code, kill=kill, kind=kind))
-        self._after_exit(worker, slot, kind, requeue)
-
-    def _after_exit(
-        self, worker: WorkerProcess, slot: Slot, kind: ExitKind, requeue: asyncio.Task[int | None]
-    ) -> None:
-        """Carry out what an unexpected exit means (`decisions.classify_exit`)."""
-        if kind is ExitKind.BOOT_FAILED:
-            assert worker.exit_code is not None
-            log.error(
-                "supervisor.worker_cannot_boot",
-                worker_id=worker.worker_id,
-                exit_code=worker.exit_code,
-                error=worker.fatal_error,
-                note="stopping instead of restarting it",
-            )
-            self.stop(StopMode.FAST, exit_code=ExitCode(worker.exit_code))
-            return
-        if kind is ExitKind.CANNOT_BOOT:
-            self._cannot_boot(worker, slot)
-            return
-        if decisions.resets_backoff(ready_at=worker.ready_at, now=time.monotonic()):
-            slot.failures = 0
-        if kind is ExitKind.UNAVAILABLE:
-            log.warning(
-                "worker.database_unavailable",
-                worker_id=worker.worker_id,
-                note="restarting it with backoff until the database answers",
-            )
-            self._schedule_restart(slot, unavailable=True)
-        elif kind is ExitKind.CRASH:
-            self._crashed(slot)
-        else:
-            # Booted, then died: charged to the service only if it held no job
-            # (known once requeue_crashed has answered; a failed requeue counts).
-            self._schedule_restart(slot)
-            requeue.add_done_callback(lambda task: self._charge_unless_jobs(worker, task))
-
-    def _cannot_boot(self, worker: WorkerProcess, slot: Slot) -> None:
-        """A replacement cannot boot after a good start: retry the slot with
-        backoff, charge nothing, keep every other worker."""
-        assert worker.exit_code is not None
-        if slot.cannot_boot_since is None:
-            slot.cannot_boot_since = time.monotonic()
-        slot.cannot_boot = decisions.describe_exit(worker.exit_code)
-        log.error(
-            "supervisor.worker_cannot_boot",
-            worker_id=worker.worker_id,
-            slot=slot.index,
-            exit_code=worker.exit_code,
-            error=worker.fatal_error,
-            note="keeping the running workers; retrying this slot with backoff",
-        )
-        self._schedule_restart(slot)
-
-    def _booted(self, worker: WorkerProcess) -> None:
-        """A worker is ready: its slot, if it could not boot, is healthy again
-        (a reload's candidate for the slot counts: the app boots now)."""
-        slot = next((s for s in self.slots if s.index == worker.slot), None)
-        if slot is None or slot.cannot_boot is None:
-            return
-        log.info("supervisor.slot_recovered", slot=slot.index, worker_id=worker.worker_id)
-        slot.cannot_boot = slot.cannot_boot_since = None
-
-    def _charge_unless_jobs(self, worker: WorkerProcess, task: asyncio.Task[int | None]) -> None:
-        held = None if task.cancelled() or task.exception() else task.result()
-        if decisions.charge_after_requeue(held) is Charge.JOBS:
-            log.info(
-                "worker.crash_charged_to_jobs",
-                worker_id=worker.worker_id,
-                jobs=held,
-                note="their attempts are counted; max_restarts is not",
-            )
-            return
-        if self.running:
-            self._charge_crash()
-
-    def _crashed(self, slot: Slot) -> None:
-        """Count an unexpected exit (or failed spawn) and plan the slot's restart,
-        unless there have been too many."""
-        if self._charge_crash():
-            self._schedule_restart(slot)
-
-    def _charge_crash(self) -> bool:
-        """Count one crash against `max_restarts`; False (and a fast stop with
-        `ExitCode.CRASH_LOOP`) when that makes too many within the window."""
-        if self._budget.charge(time.monotonic()):
-            return True
-        log.error(
-            "supervisor.crash_loop",
-            crashes=len(self._budget),
-            window=self.config.restart_window,
-            max_restarts=self.config.max_restarts,
-        )
-        self.stop(StopMode.FAST, exit_code=ExitCode.CRASH_LOOP)
-        return False
-
-    def _schedule_restart(self, slot: Slot, *, unavailable: bool = False) -> None:
-        """Respawn the slot after its backoff (`decisions.restart_delay`)."""
-        slot.failures += 1
-        delay = decisions.restart_delay(slot.failures, unavailable=unavailable)
-        slot.respawn_at = time.monotonic() + delay
-        log.info("worker.restart_scheduled", slot=slot.index, delay=round(delay, 3))
+        restarts.after_exit(self, worker, slot, kind, requeue)
 
     def _requeue(
         self, worker: WorkerProcess, error: str, culprit: str | None

@@ -17,11 +17,11 @@ import socket
 from collections.abc import Callable, Sequence
 from typing import Any, Final
 
-from .. import __version__
 from ..log import get_logger
 from ..queue.api import AsyncQueue
 from ..queue.fleet import SupervisorBeat
 from ..queue.internal import dashboard_ops, service_ops
+from ..version import __version__
 from .children import Slot
 
 HEARTBEAT_INTERVAL: Final = 5.0

@@ -23,6 +23,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final, Protocol
 
+from ..errortext import one_line
 from ..log import get_logger
 from ..queue.api import AsyncQueue
 from ..queue.internal import service_ops
@@ -35,10 +36,6 @@ LEADER_TTL: Final = 15.0
 JITTER: Final = 0.1
 
 log = get_logger("maintenance")
-
-
-def _error(exc: BaseException) -> str:
-    return f"{type(exc).__name__}: {exc}".strip()
 
 
 class Service(Protocol):
@@ -395,5 +392,5 @@ async def run_periodically(
             except asyncio.CancelledError:
                 raise
             except Exception as exc:
-                log.error("maintenance.failed", service=service.name, error=_error(exc))
+                log.error("maintenance.failed", service=service.name, error=one_line(exc))
         delay = _jittered(service.interval)  # read after the run: it may have changed it

@@ -17,8 +17,9 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from .. import systemd
-from ..config import SETTINGS, Config, ConfigError
+from ..config import Config
 from ..log import get_logger
+from ..settings import SETTINGS, ConfigError
 from .children import Slot, WorkerProcess
 from .decisions import ABORT_GRACE, BOOT_GRACE, RestartReason
 

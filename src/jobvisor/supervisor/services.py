@@ -14,14 +14,15 @@ from typing import Any, Final
 from .. import systemd
 from ..backoff import backoff
 from ..config import Config
+from ..errortext import one_line
 from ..log import get_logger
 from ..metrics import Metrics
 from ..queue.api import AsyncQueue
 from ..queue.errors import DatabaseRefused, JobNotFound, SchemaMissing
 from ..queue.faults import Fault, classify
 from ..queue.model import JobStatus
-from ..queue.redact import redact_text
 from ..queue.reports import Summary, XminHolder
+from ..redact import redact_text
 from . import decisions
 from .maintenance import (
     BatchSweeper,
@@ -47,10 +48,6 @@ REQUEUE_TIMEOUT: Final = 10.0  # one requeue_crashed call
 REQUEUE_PATIENCE: Final = 60.0  # retrying it; then the lease reaper takes over
 
 log = get_logger("supervisor")
-
-
-def error_text(exc: BaseException) -> str:
-    return f"{type(exc).__name__}: {exc}".strip()
 
 
 def may_pass(exc: BaseException) -> bool:
@@ -143,7 +140,7 @@ class DatabaseWatch:
             if not self._down_logged:
                 error = f"no answer within {PING_TIMEOUT:g}s"
                 if not isinstance(exc, TimeoutError):
-                    error = error_text(exc)
+                    error = one_line(exc)
                 log.warning("database.unavailable", error=error)
                 self._down_logged = True
             return False
@@ -240,7 +237,7 @@ class XminWatch:
             except asyncio.CancelledError:
                 raise
             except Exception as exc:  # an outage: DatabaseWatch says so
-                log.debug("database.xmin_unknown", error=error_text(exc))
+                log.debug("database.xmin_unknown", error=one_line(exc))
             await asyncio.sleep(self.interval)
 
 
@@ -280,11 +277,11 @@ async def requeue_jobs(
                 log.error(
                     "worker.requeue_failed",
                     worker_id=worker_id,
-                    error=error_text(exc),
+                    error=one_line(exc),
                     note="its jobs go back when their lease expires",
                 )
                 return None
-            log.warning("worker.requeue_retry", worker_id=worker_id, error=error_text(exc))
+            log.warning("worker.requeue_retry", worker_id=worker_id, error=one_line(exc))
             await asyncio.sleep(delay)
             continue
         if count:

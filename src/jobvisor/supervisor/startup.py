@@ -17,14 +17,15 @@ from typing import Final, TypeVar
 from .. import systemd
 from ..backoff import backoff
 from ..config import Config, admin_token
+from ..errortext import one_line
 from ..exitcodes import ExitCode
 from ..http import HttpServer, start_http_server
 from ..log import get_logger
 from ..metrics import Metrics
 from ..queue.api import AsyncQueue
 from ..queue.errors import DatabaseRefused, InvalidArgument
-from ..queue.redact import redact_url
-from .services import DatabaseWatch, error_text, may_pass
+from ..redact import redact_url
+from .services import DatabaseWatch, may_pass
 
 MIGRATE_TIMEOUT: Final = 60.0
 WAIT_BASE: Final = 0.2  # waiting for the database: first pause, doubled per try
@@ -78,7 +79,7 @@ async def serve_http(
             dashboard=dashboard,
         )
     except (OSError, ValueError) as exc:
-        log.error("http.failed", addr=config.http_addr, error=error_text(exc))
+        log.error("http.failed", addr=config.http_addr, error=one_line(exc))
         return None
     if dashboard_queue is not None:
         serve.warn_if_exposed(*server.address, read_only=admin_token() is None)
@@ -120,11 +121,11 @@ async def wait_for_database(
                 log.error(
                     "supervisor.database_failed",
                     database=redact_url(database_url),
-                    error=error_text(exc),
+                    error=one_line(exc),
                 )
                 refused = isinstance(exc, DatabaseRefused | InvalidArgument)
                 return ExitCode.CONFIG if refused else ExitCode.BOOT_FAILED
-            error = error_text(exc)
+            error = one_line(exc)
         attempt += 1
         if attempt == 1:
             log.warning(

@@ -19,7 +19,7 @@ from ..http import serve
 from ..log import get_logger
 from ..queue.api import AsyncQueue, connect_async
 from ..queue.errors import JobvisorError
-from ..queue.redact import redact_url
+from ..redact import redact_url
 from .app import app
 
 POOL_SIZE = 4

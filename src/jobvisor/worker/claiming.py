@@ -17,9 +17,10 @@ from __future__ import annotations
 import asyncio
 from typing import TYPE_CHECKING, Final
 
+from ..backoff import backoff
+from ..errortext import error_text
 from ..log import get_logger
 from ..queue.faults import Fault, classify
-from .errors import error_text
 from .running import prepare, run_job, start_all
 from .settling import release_unstarted
 from .supervision import Loop
@@ -38,7 +39,7 @@ EXPRESS_MIN_CONCURRENCY: Final = 100
 
 
 async def claim_loop(worker: Worker) -> None:
-    idle_wait = MIN_POLL
+    empty = 0  # claims in a row that found nothing
     queues = list(worker.queues) or None
     if worker.job_types == []:  # no handler: nothing to claim (an empty filter means any)
         log.warning("worker.no_handlers", worker_id=worker.worker_id)
@@ -74,10 +75,16 @@ async def claim_loop(worker: Worker) -> None:
         worker._busy_with = min(j.priority for j in jobs) if len(jobs) == free else None
         await start_all(worker, jobs)
         if len(jobs) == free:
-            idle_wait = MIN_POLL
+            empty = 0
             await asyncio.sleep(0)  # let the loop breathe between full batches
             continue
-        idle_wait = MIN_POLL if jobs else min(idle_wait * 2, worker._max_poll)
+        empty = 0 if jobs else empty + 1
+        # Doubled per empty claim, up to the longest poll.
+        idle_wait = (
+            backoff(empty + 1, base=MIN_POLL, cap=worker._max_poll, jitter=0.0)
+            if empty
+            else MIN_POLL
+        )
         await wait_wake(worker, idle_wait)
 
 

@@ -47,13 +47,14 @@ from typing import Any, Final
 
 from .. import tracing
 from ..backoff import backoff
+from ..errortext import error_text, one_line
 from ..log import get_logger
 from ..metrics import WorkerMetrics
+from ..queue import validate
 from ..queue.api import AsyncQueue
 from ..queue.faults import Fault, classify
 from ..queue.model import Job
 from .claiming import EXPRESS_MIN_CONCURRENCY, claim_loop
-from .errors import error_text, one_line
 from .leases import heartbeat_loop, renew_loop
 from .listening import listen_loop
 from .protocol import ControlChannel
@@ -105,10 +106,10 @@ class Worker:
         worker_id: str,
         concurrency: int = 20,
         queues: Sequence[str] = (),
-        lease: float = 30.0,
-        poll_interval: float = 1.0,
-        shutdown_timeout: float = 30.0,
-        cancel_grace: float = 10.0,
+        lease: float = validate.DEFAULT_LEASE,
+        poll_interval: float = validate.DEFAULT_POLL_INTERVAL,
+        shutdown_timeout: float = validate.DEFAULT_SHUTDOWN_TIMEOUT,
+        cancel_grace: float = validate.DEFAULT_CANCEL_GRACE,
         channel: ControlChannel | None = None,
         watch_parent: bool | None = None,
         tracer_provider: Any = None,

@@ -41,7 +41,6 @@ A worker notices its parent is gone when `os.getppid()` changes and stops.
 
 from __future__ import annotations
 
-import enum
 import json
 import os
 import secrets
@@ -49,6 +48,7 @@ from collections.abc import Mapping
 from typing import Any, Final, Literal, NotRequired, TypedDict
 
 from ..exitcodes import ExitCode
+from ..metrics import MetricsMessage
 
 HEARTBEAT_INTERVAL: Final = 1.0
 WORKER_ID_ENV: Final = "JOBVISOR_WORKER_ID"
@@ -58,19 +58,6 @@ CONTROL_FD_ENV: Final = "JOBVISOR_CONTROL_FD"
 EXIT_OK: Final = ExitCode.OK
 EXIT_BOOT_FAILED: Final = ExitCode.BOOT_FAILED  # could not import the app
 EXIT_CONFIG: Final = ExitCode.CONFIG
-
-
-class Outcome(enum.StrEnum):
-    """How one execution of a job ended, as the metrics, the spans and the
-    logs name it."""
-
-    COMPLETED = "completed"
-    FAILED = "failed"  # will be retried
-    DEAD = "dead"  # failed on its last attempt
-    RELEASED = "released"  # given back on a stop, attempt not counted
-    SNOOZED = "snoozed"
-    CANCELLED = "cancelled"
-    LEASE_LOST = "lease_lost"  # its lease was lost: the result was dropped
 
 
 class Ready(TypedDict):
@@ -94,28 +81,12 @@ class JobEnded(TypedDict):
     id: str
 
 
-class MetricsJob(TypedDict):
-    queue: str
-    job_type: str
-    outcome: Outcome
-    count: int
-    seconds: list[float]
-
-
-class Metrics(TypedDict):
-    t: Literal["metrics"]
-    claims: NotRequired[int]
-    claimed: NotRequired[int]
-    lease_lost: NotRequired[int]
-    jobs: NotRequired[list[MetricsJob]]
-
-
 class Fatal(TypedDict):
     t: Literal["fatal"]
     error: str
 
 
-ControlMessage = Ready | Heartbeat | JobStarted | JobEnded | Metrics | Fatal
+ControlMessage = Ready | Heartbeat | JobStarted | JobEnded | MetricsMessage | Fatal
 
 
 def new_worker_id() -> str:

@@ -16,7 +16,7 @@ returns (JSON) is stored as the job's result; raising means this attempt failed.
 handler: see `jobvisor.tasks`.
 
 What a handler is and sees of its job (`Handler`, `JobContext`, `Snooze`,
-`Cancel`): see `jobvisor.worker.handler`.
+`Cancel`): see `jobvisor.handler`.
 """
 
 from __future__ import annotations
@@ -25,9 +25,11 @@ import datetime as dt
 import importlib
 import inspect
 from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar, overload
+from typing import Any, ParamSpec, TypeVar, overload
 
+from ..handler import Handler, HandlerFunc
 from ..queue import validate
+from ..queue.api import AsyncQueue, Queue
 from ..queue.errors import InvalidArgument, JobvisorError
 from ..queue.model import (
     DEFAULT_QUEUE,
@@ -39,11 +41,7 @@ from ..queue.model import (
     Unique,
 )
 from ..schedules import InvalidSchedule, ScheduleSpec
-from ..tasks import Task, queue_types
-from .handler import Handler, HandlerFunc
-
-if TYPE_CHECKING:
-    from ..queue.api import AsyncQueue, Queue
+from ..tasks import Task
 
 F = TypeVar("F", bound=Callable[..., Any])
 P = ParamSpec("P")
@@ -276,10 +274,9 @@ class Registry:
         each may be bound). It holds until `unbind`, or, used as a context
         manager (`with registry.bind(q):`), until the block ends, when the
         queue bound before comes back."""
-        sync, asynchronous = queue_types()
-        if not isinstance(queue, sync | asynchronous):
+        if not isinstance(queue, Queue | AsyncQueue):
             raise InvalidArgument(f"queue={queue!r}: expected a jobvisor Queue or AsyncQueue")
-        kind = sync if isinstance(queue, sync) else asynchronous
+        kind: type[Queue] | type[AsyncQueue] = Queue if isinstance(queue, Queue) else AsyncQueue
         binding = _Binding(self, kind, self._bound.get(kind))
         self._bound[kind] = queue
         return binding

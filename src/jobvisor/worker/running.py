@@ -30,16 +30,17 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Final
 
 from .. import tracing
+from ..correlation import correlation_id_var
+from ..durable import Durable, Parked
+from ..errortext import error_text, message, one_line
+from ..handler import Cancel, Handler, JobContext, Snooze
 from ..log import get_logger
-from ..queue.correlation import correlation_id_var
+from ..outcomes import Outcome
 from ..queue.errors import InvalidArgument, LeaseLost
 from ..queue.internal import service_ops
 from ..queue.model import Job
 from ..queue.ops import result_json
-from .durable import Durable, Parked
-from .errors import error_text, failure_text, message, one_line
-from .handler import Cancel, Handler, JobContext, Snooze
-from .protocol import Outcome
+from .errors import failure_text
 from .settling import Write, release_unstarted, settle_lost
 
 if TYPE_CHECKING:
@@ -201,24 +202,8 @@ async def execute(worker: Worker, running: Running) -> tuple[Write | None, float
         else:
             async with asyncio.timeout(handler.timeout) as timer:
                 value = await call(worker, handler, context)
-    except (Snooze, Cancel, Parked, LeaseLost) as request:
-        outcome = requested(running, request, timer)
-    except _Carried as carried:
-        outcome = abnormal(worker, job, carried.exc, f"the handler raised {carried.kind}")
-    except asyncio.CancelledError as exc:
-        if running.stop_reason is None and not _cancelling():
-            # Raised by the handler itself, not by our cancel: its failure.
-            outcome = abnormal(worker, job, exc, "the handler raised CancelledError")
-        else:
-            outcome = None  # stopped by us: a cancel request, lease lost, the drain's deadline
-    except Exception as exc:
-        outcome = ("fail", job, failure_text(job, handler, exc, timer))
-        if message(exc) is None:
-            abnormal(worker, job, exc, "the handler's exception cannot be printed")
-    except BaseException as exc:
-        # SystemExit, KeyboardInterrupt, GeneratorExit or one of the
-        # handler's own: this job's failure, never the worker's end.
-        outcome = abnormal(worker, job, exc, "the handler raised a BaseException")
+    except BaseException as exc:  # every ending is this job's, never the worker's
+        outcome = raised(worker, running, exc, timer)
     else:
         outcome = completion(worker, job, value)
     finally:
@@ -234,44 +219,30 @@ async def execute(worker: Worker, running: Running) -> tuple[Write | None, float
     return outcome, duration
 
 
-def _stopped_by_cancel(running: Running, outcome: Write | None) -> bool:
-    """Whether a job asked to stop ran to another end than its park (which
-    the queue turns into the cancel by itself) while it still held the job."""
-    if outcome is not None and outcome[0] == "park":
-        return False
-    return running.context.cancel_requested and running.stop_reason is not StopReason.LEASE_LOST
-
-
-def requested(
-    running: Running,
-    request: Snooze | Cancel | Parked | LeaseLost,
-    timer: asyncio.Timeout | None,
+def raised(
+    worker: Worker, running: Running, exc: BaseException, timer: asyncio.Timeout | None
 ) -> Write | None:
-    """The outcome a handler asked for by raising: snooze, cancel, or park
-    (its sleep or wait parked the job). A `LeaseLost` of its own job (a step
-    or an event it could not record, fenced by the claim) ends the attempt
-    as lost, as when the renewal finds it; another job's is its failure."""
-    job = running.job
-    if isinstance(request, Snooze):
-        return ("snooze", job, request.delay)
-    if isinstance(request, Cancel):
-        return ("cancel", job, request.reason)
-    if isinstance(request, Parked):
-        return ("park", job, request.step)
-    if request.job_id != job.id:
-        return ("fail", job, failure_text(job, running.handler, request, timer))
-    running.stop_reason = StopReason.LEASE_LOST
-    return None
-
-
-def settle_parked(worker: Worker, job: Job, step: str) -> None:
-    """The job parked itself at a sleep or a wait (the queue gave its attempt
-    back in the same statement): nothing left to write."""
-    worker._held.pop(job.id, None)
-    worker.metrics.job_ended(
-        job.queue, job.job_type, Outcome.SNOOZED, worker._ran.pop(job.id, None)
-    )
-    log.info("job.parked", **worker._fields(job), step=step)
+    """What the handler's raising `exc` writes: a snooze, a cancel, a park,
+    or a failed attempt; None when the exception is our own stop (a cancel
+    request, a lost lease, the drain's deadline)."""
+    job, handler = running.job, running.handler
+    if isinstance(exc, Snooze | Cancel | Parked | LeaseLost):
+        return requested(running, exc, timer)
+    if isinstance(exc, _Carried):
+        return abnormal(worker, job, exc.exc, f"the handler raised {exc.kind}")
+    if isinstance(exc, asyncio.CancelledError):
+        if running.stop_reason is None and not _cancelling():
+            # Raised by the handler itself, not by our cancel: its failure.
+            return abnormal(worker, job, exc, "the handler raised CancelledError")
+        return None
+    if isinstance(exc, Exception):
+        outcome: Write = ("fail", job, failure_text(job, handler, exc, timer))
+        if message(exc) is None:
+            abnormal(worker, job, exc, "the handler's exception cannot be printed")
+        return outcome
+    # SystemExit, KeyboardInterrupt, GeneratorExit or one of the handler's
+    # own BaseExceptions: this job's failure.
+    return abnormal(worker, job, exc, "the handler raised a BaseException")
 
 
 def abnormal(worker: Worker, job: Job, exc: BaseException, why: str) -> Write:
@@ -401,3 +372,43 @@ def _span_outcome(
         spent = job.attempts >= job.max_attempts
         return (Outcome.DEAD if spent else Outcome.FAILED), str(arg).split("\n", 1)[0]
     return (Outcome.SNOOZED if kind == "snooze" else Outcome.CANCELLED), None
+
+
+def _stopped_by_cancel(running: Running, outcome: Write | None) -> bool:
+    """Whether a job asked to stop ran to another end than its park (which
+    the queue turns into the cancel by itself) while it still held the job."""
+    if outcome is not None and outcome[0] == "park":
+        return False
+    return running.context.cancel_requested and running.stop_reason is not StopReason.LEASE_LOST
+
+
+def requested(
+    running: Running,
+    request: Snooze | Cancel | Parked | LeaseLost,
+    timer: asyncio.Timeout | None,
+) -> Write | None:
+    """The outcome a handler asked for by raising: snooze, cancel, or park
+    (its sleep or wait parked the job). A `LeaseLost` of its own job (a step
+    or an event it could not record, fenced by the claim) ends the attempt
+    as lost, as when the renewal finds it; another job's is its failure."""
+    job = running.job
+    if isinstance(request, Snooze):
+        return ("snooze", job, request.delay)
+    if isinstance(request, Cancel):
+        return ("cancel", job, request.reason)
+    if isinstance(request, Parked):
+        return ("park", job, request.step)
+    if request.job_id != job.id:
+        return ("fail", job, failure_text(job, running.handler, request, timer))
+    running.stop_reason = StopReason.LEASE_LOST
+    return None
+
+
+def settle_parked(worker: Worker, job: Job, step: str) -> None:
+    """The job parked itself at a sleep or a wait (the queue gave its attempt
+    back in the same statement): nothing left to write."""
+    worker._held.pop(job.id, None)
+    worker.metrics.job_ended(
+        job.queue, job.job_type, Outcome.SNOOZED, worker._ran.pop(job.id, None)
+    )
+    log.info("job.parked", **worker._fields(job), step=step)

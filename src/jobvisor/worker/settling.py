@@ -15,12 +15,12 @@ from __future__ import annotations
 import asyncio
 from typing import TYPE_CHECKING, Any, Literal
 
+from ..errortext import error_text
 from ..log import get_logger
+from ..outcomes import Outcome
 from ..queue.errors import LeaseLost
 from ..queue.faults import Fault, classify
 from ..queue.model import Job, JobStatus
-from .errors import error_text
-from .protocol import Outcome
 from .supervision import Loop
 
 if TYPE_CHECKING:

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from jobvisor import AsyncQueue, InvalidArgument, Registry, asgi
-from jobvisor.config import ConfigError
+from jobvisor.settings import ConfigError
 
 registry = Registry()
 

@@ -10,9 +10,9 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from jobvisor import Queue
 from jobvisor.metrics import MESSAGE_LIMIT, Metrics, WorkerMetrics
+from jobvisor.outcomes import Outcome
 from jobvisor.queue.model import JobStatus
 from jobvisor.queue.reports import Summary
-from jobvisor.worker.protocol import Outcome
 
 
 def samples(metrics: Metrics) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:

@@ -22,6 +22,7 @@ from jobvisor.queue import (
     batch_sql,
     batches,
     browse,
+    dead,
     fleet,
     internal,
     ops,
@@ -214,7 +215,7 @@ def _public(cls: type) -> dict[str, Any]:
     ("sync", "async_"),
     [
         (api.Queue, api.AsyncQueue),
-        (api.DeadJobs, api.AsyncDeadJobs),
+        (dead.DeadJobs, dead.AsyncDeadJobs),
         (internal.ServiceOps, internal.AsyncServiceOps),
         (internal.DashboardOps, internal.AsyncDashboardOps),
     ],

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from jobvisor import InvalidArgument, Queue
-from jobvisor.queue.model import progress_json
+from jobvisor.queue.jsonvalue import progress_json
 from jobvisor.schedules import ScheduleSpec
 from tests.support.queue import table_snapshot
 

@@ -12,7 +12,7 @@ import pytest
 import jobvisor
 from jobvisor import InvalidArgument, JobStatus, LeaseLost, Queue
 from jobvisor.queue import ops
-from jobvisor.queue.model import progress_json
+from jobvisor.queue.jsonvalue import progress_json
 from tests.support.queue import Clock, MakeQueue, close_to, table_snapshot
 
 

@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 import jobvisor
+import jobvisor.settings
 from jobvisor import JobStatus, Queue
 from jobvisor.cli import build_parser
 from jobvisor.queue.internal import service_ops
@@ -83,7 +84,7 @@ def test_run_has_a_flag_for_every_setting(tmp_path: Path) -> None:
         [str(JOBVISOR), "run", "--help"], capture_output=True, text=True, timeout=60,
         check=False, cwd=tmp_path, env=clean_env(),
     )  # fmt: skip
-    for setting in jobvisor.config.SETTINGS:
+    for setting in jobvisor.settings.SETTINGS:
         assert setting.flag in done.stdout
         assert setting.env in done.stdout
 
@@ -539,7 +540,7 @@ def test_config_shows_sources_and_never_the_password(cli: Cli) -> None:
     by_var = {row["variable"]: row for row in data}
     assert by_var["JOBVISOR_DATABASE_URL"]["source"] == "flag"
     assert "s3cr3t-pw" not in json.dumps(data)
-    assert len(data) == len(jobvisor.config.SETTINGS)
+    assert len(data) == len(jobvisor.settings.SETTINGS)
 
 
 def test_show_prints_result_progress_and_every_error(cli: Cli, db: Queue) -> None:

@@ -13,7 +13,7 @@ import psycopg
 
 from jobvisor import Queue
 from jobvisor.queue.api import parse_url
-from jobvisor.queue.model import progress_json
+from jobvisor.queue.jsonvalue import progress_json
 from tests.support.cli import Cli
 from tests.support.invariants import query_all
 

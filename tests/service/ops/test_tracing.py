@@ -12,8 +12,8 @@ import uuid
 import pytest
 
 from jobvisor import tracing
+from jobvisor.outcomes import Outcome
 from jobvisor.queue.model import Job, JobStatus
-from jobvisor.worker.protocol import Outcome
 from tests.support.no_otel import BLOCK_OPENTELEMETRY
 
 pytest.importorskip("opentelemetry.sdk", reason="the dev extra installs opentelemetry-sdk")

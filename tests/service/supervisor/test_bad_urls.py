@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 import jobvisor
-from jobvisor.config import EX_CONFIG
 from jobvisor.queue import InvalidArgument
+from jobvisor.settings import EX_CONFIG
 from tests.support.service import COMMAND, clean_env
 
 JOBVISOR = (sys.executable, "-m", "jobvisor.cli")

@@ -11,7 +11,8 @@ import textwrap
 import time
 from pathlib import Path
 
-from jobvisor.config import Config, ConfigError
+from jobvisor.config import Config
+from jobvisor.settings import ConfigError
 from jobvisor.supervisor import Supervisor
 from jobvisor.supervisor.arbiter import reload_with_same_flags
 from jobvisor.supervisor.children import (

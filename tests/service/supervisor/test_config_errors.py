@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from jobvisor.config import EX_CONFIG
+from jobvisor.settings import EX_CONFIG
 from tests.support.service import COMMAND, clean_env
 
 INVALID = [

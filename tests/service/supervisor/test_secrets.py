@@ -17,7 +17,7 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from jobvisor.config import EX_CONFIG
+from jobvisor.settings import EX_CONFIG
 from tests.support.service import COMMAND, Service, clean_env
 from tests.support.wait import wait_until
 

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from jobvisor.config import SETTINGS_BY_FIELD
+from jobvisor.settings import SETTINGS_BY_FIELD
 
 ROOT = Path(__file__).resolve().parents[3]
 UNIT = ROOT / "systemd" / "jobvisor.service"

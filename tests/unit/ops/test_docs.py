@@ -12,7 +12,8 @@ from pathlib import Path
 from jobvisor import cli
 from jobvisor.exitcodes import ExitCode
 from jobvisor.metrics import Metrics
-from jobvisor.queue.api import AsyncDeadJobs, AsyncQueue, DeadJobs, Queue
+from jobvisor.queue.api import AsyncQueue, Queue
+from jobvisor.queue.dead import AsyncDeadJobs, DeadJobs
 
 ROOT = Path(__file__).resolve().parents[3]
 DOC = (ROOT / "docs" / "operations.md").read_text()

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from jobvisor import Job, JobStatus, tracing
-from jobvisor.worker.protocol import Outcome
+from jobvisor.outcomes import Outcome
 
 pytest.importorskip("opentelemetry.sdk", reason="the dev extra installs opentelemetry-sdk")
 

@@ -19,9 +19,9 @@ from jobvisor import (
     RetryPolicy,
     Snooze,
 )
+from jobvisor.errortext import error_text
 from jobvisor.queue import Limit, LimitScope, LimitSource
 from jobvisor.worker import AppError, load_app
-from jobvisor.worker.errors import error_text
 from jobvisor.worker.registry import InvalidLimit
 
 NOW = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)

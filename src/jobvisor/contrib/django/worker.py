@@ -42,10 +42,10 @@ from django.core.exceptions import ImproperlyConfigured
 from django.db import close_old_connections
 from django.utils import timezone
 
+from ...handler import AttemptFailed, Handler, JobContext
 from ...queue import validate
 from ...queue.errors import InvalidArgument
 from ...queue.ops import result_json
-from ...worker.handler import AttemptFailed, Handler, JobContext
 from ...worker.registry import Registry
 from .backend import JobvisorBackend
 from .compat import (

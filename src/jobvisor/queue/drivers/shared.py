@@ -43,12 +43,3 @@ def _left_behind(row: Sequence[Any], at: Callable[[Any], dt.datetime]) -> tuple[
 
 
 # --- driver errors ------------------------------------------------------------
-
-
-def _one_line(exc: BaseException) -> str:
-    return " ".join(str(exc).split()) or "(no message)"
-
-
-def driver_text(exc: BaseException) -> str:
-    """The driver's class and text, as the wrapped error's message ends."""
-    return f"{type(exc).__module__}.{type(exc).__qualname__}: {_one_line(exc)}"

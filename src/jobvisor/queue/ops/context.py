@@ -10,8 +10,8 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, LiteralString
 
 from ... import tracing
+from ...correlation import current_correlation_id
 from .. import validate
-from ..correlation import current_correlation_id
 from ..errors import InvalidArgument, MissingCorrelationId
 from ..model import (
     DEFAULT_RETRY,

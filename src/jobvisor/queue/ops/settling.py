@@ -8,9 +8,11 @@ import uuid
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, LiteralString
 
+from ...errortext import describe
 from .. import validate
 from ..errors import InvalidArgument, LeaseLost
-from ..model import Job, JobStatus, payload_json
+from ..jsonvalue import payload_json
+from ..model import Job, JobStatus
 from ..plan import Plan, Steps, Stmt
 from ..reports import Renewal
 from .context import Ctx, _held
@@ -107,7 +109,7 @@ def renew_many(
 ) -> Plan[list[Job]]:
     """Extend the lease of every job still held, in one statement, writing
     the progress its handler reported: `progress` maps a job id to its latest
-    as JSON text (see `model.progress_json`); a job without an entry keeps its own.
+    as JSON text (see `jsonvalue.progress_json`); a job without an entry keeps its own.
     Returns the jobs whose lease was lost (their handlers should stop)."""
     seconds = _lease(ctx, lease)
     per_batch = _progress_params(ctx, progress)
@@ -234,7 +236,7 @@ def _held_one(ctx: Ctx, sql: LiteralString, job: Job, extra: dict[str, Any]) -> 
 
 def _error_text(name: str, error: BaseException | str) -> str:
     if isinstance(error, BaseException):
-        text = f"{type(error).__name__}: {error}" if str(error) else type(error).__name__
+        text = describe(error)
     elif isinstance(error, str):
         text = error
     else:

@@ -30,7 +30,8 @@ from typing import Any, Final
 
 from .. import sql_steps, validate
 from ..errors import EventNotSet, InvalidArgument, JobNotFound, LeaseLost
-from ..model import TERMINAL, UTC, Job, JobStatus, payload_json
+from ..jsonvalue import payload_json
+from ..model import TERMINAL, UTC, Job, JobStatus
 from ..plan import Plan, Steps, Stmt
 from .context import Ctx, _held, _job_id
 from .control import Waiting

@@ -12,6 +12,7 @@ from typing import Any, Final
 import psycopg
 from psycopg_pool import PoolTimeout
 
+from ....errortext import driver_text, flat_message
 from ... import conninfo
 from ...errors import (
     DatabaseError,
@@ -22,7 +23,6 @@ from ...errors import (
     JobvisorError,
     SchemaMissing,
 )
-from ..shared import _one_line, driver_text
 
 # What the server says, at connection time, when a retry cannot pass: a wrong
 # password or an unknown role or database. libpq gives these no SQLSTATE
@@ -125,7 +125,7 @@ def check_conninfo(url: str) -> None:
     try:
         options = psycopg.conninfo.conninfo_to_dict(url)
     except psycopg.ProgrammingError as exc:
-        raise InvalidArgument(f"database URL: {_one_line(exc)}") from exc
+        raise InvalidArgument(f"database URL: {flat_message(exc)}") from exc
     conninfo.check_options({k: None if v is None else str(v) for k, v in options.items()})
 
 

@@ -6,10 +6,10 @@ from collections.abc import AsyncGenerator, Sequence
 
 import psycopg
 
+from ....errortext import driver_text
 from ...errors import DatabaseRefused
 from ...faults import Fault, classify
 from ...notices import LISTEN_CONNECT_TIMEOUT, MISSED, Notice, _pause, log
-from ..shared import driver_text
 from . import sql as sql_postgres
 from .errors import refused_by_server, wrap_postgres
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import sqlite3
 from typing import Final
 
+from ....errortext import driver_text
 from ...errors import (
     DatabaseError,
     DatabaseUnavailable,
@@ -12,7 +13,6 @@ from ...errors import (
     JobvisorError,
     SchemaMissing,
 )
-from ..shared import driver_text
 
 
 def wrap_sqlite(exc: sqlite3.Error) -> JobvisorError:

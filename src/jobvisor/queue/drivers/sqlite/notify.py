@@ -6,6 +6,7 @@ import asyncio
 import sqlite3
 from collections.abc import AsyncGenerator, Sequence
 
+from ....backoff import backoff
 from ...errors import JobvisorError
 from ...notices import MISSED, SQLITE_MAX_POLL, SQLITE_MIN_POLL, Notice, NoticeKind, _pause
 from .errors import wrap_sqlite
@@ -20,7 +21,7 @@ async def poll_sqlite(path: str, queues: Sequence[str] | None) -> AsyncGenerator
     runner = SqliteRunner(path)
     conn: sqlite3.Connection | None = None
     seen: int | None = None
-    interval = SQLITE_MIN_POLL
+    quiet = 0  # polls in a row that saw no change
     failures = 0
     try:
         while True:
@@ -40,15 +41,18 @@ async def poll_sqlite(path: str, queues: Sequence[str] | None) -> AsyncGenerator
                 failures = 0
                 yield MISSED
             if seen is not None and version != seen:
-                interval = SQLITE_MIN_POLL
+                quiet = 0
                 seen = version
                 notice = Notice(NoticeKind.JOB)
                 if notice.concerns(queues):
                     yield notice
             else:
                 seen = version
-                interval = min(interval * 2, SQLITE_MAX_POLL)
-            await asyncio.sleep(interval)
+                quiet += 1
+            # Doubled per quiet poll, from the shortest again after a change.
+            await asyncio.sleep(
+                backoff(quiet + 1, base=SQLITE_MIN_POLL, cap=SQLITE_MAX_POLL, jitter=0.0)
+            )
     finally:
         if conn is not None:
             conn.close()

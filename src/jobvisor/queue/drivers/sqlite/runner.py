@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-import random
 import sqlite3
 import threading
 import time
@@ -17,10 +16,12 @@ from collections.abc import (
 )
 from typing import Any
 
+from ....backoff import backoff
 from ...errors import (
     DatabaseError,
 )
 from ...plan import Batch, Dialect, Plan, Script, Step, T, _at_one_time, drive, with_time
+from ...validate import DEFAULT_BUSY_TIMEOUT
 from .dialect import SQLITE
 from .errors import wrap_sqlite
 
@@ -78,6 +79,10 @@ def _sqlite_execute(conn: sqlite3.Connection, step: Step, *, own: bool) -> Any:
     return cur.rowcount
 
 
+WAL_RETRY_BASE = 0.005  # seconds before the second try at switching to WAL
+WAL_RETRY_CAP = 0.1
+
+
 def _enter_wal(conn: sqlite3.Connection, busy_timeout: float) -> None:
     """Switch the file to WAL mode, retrying until `busy_timeout`.
 
@@ -86,7 +91,7 @@ def _enter_wal(conn: sqlite3.Connection, busy_timeout: float) -> None:
     switching: several processes opening a fresh file at the same moment hit
     it. The mode is stored in the file, so this only waits on a fresh one."""
     deadline = time.monotonic() + busy_timeout
-    pause = 0.005
+    tries = 0
     while True:
         try:
             conn.execute("PRAGMA journal_mode=WAL")
@@ -94,8 +99,8 @@ def _enter_wal(conn: sqlite3.Connection, busy_timeout: float) -> None:
         except sqlite3.OperationalError as exc:
             if "locked" not in str(exc) or time.monotonic() >= deadline:
                 raise
-        time.sleep(pause * (0.5 + random.random()))
-        pause = min(pause * 2, 0.1)
+        tries += 1
+        time.sleep(backoff(tries, base=WAL_RETRY_BASE, cap=WAL_RETRY_CAP))
 
 
 def _create_private(path: str) -> None:
@@ -128,7 +133,7 @@ class SqliteRunner:
 
     dialect: Dialect = SQLITE
 
-    def __init__(self, path: str, *, busy_timeout: float = 10.0) -> None:
+    def __init__(self, path: str, *, busy_timeout: float = DEFAULT_BUSY_TIMEOUT) -> None:
         self.path = self.target = path
         self.busy_timeout = busy_timeout
         self._lock = threading.Lock()
@@ -215,7 +220,7 @@ class AsyncSqliteRunner:
     """The SQLite runner for async callers: each plan runs in a worker thread,
     so the event loop never waits on SQLite's locks or disk."""
 
-    def __init__(self, path: str, *, busy_timeout: float = 10.0) -> None:
+    def __init__(self, path: str, *, busy_timeout: float = DEFAULT_BUSY_TIMEOUT) -> None:
         self.sync = SqliteRunner(path, busy_timeout=busy_timeout)
         self.dialect: Dialect = SQLITE
         self.target = path

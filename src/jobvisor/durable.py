@@ -28,13 +28,13 @@ import time
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import TYPE_CHECKING, Any, Final, TypeVar
 
-from ..queue import ops, validate
-from ..queue.errors import InvalidArgument, SignalTimeout, StepMismatch
-from ..queue.model import UTC, Job, RetryPolicy
-from ..queue.ops.settling import _error_text
+from .queue import ops, validate
+from .queue.errors import InvalidArgument, SignalTimeout, StepMismatch
+from .queue.model import UTC, Job, RetryPolicy
+from .queue.ops.settling import _error_text
 
 if TYPE_CHECKING:
-    from ..queue.internal import AsyncServiceOps
+    from .queue.internal import AsyncServiceOps
 
 T = TypeVar("T")
 

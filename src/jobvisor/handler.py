@@ -22,9 +22,10 @@ import uuid
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, NoReturn
 
-from ..queue import placeholders, validate
-from ..queue.errors import InvalidArgument
-from ..queue.model import Job, Limit, OnConflict, RetryPolicy, Unique, progress_json
+from .queue import placeholders, validate
+from .queue.errors import InvalidArgument
+from .queue.jsonvalue import progress_json
+from .queue.model import Job, Limit, OnConflict, RetryPolicy, Unique
 
 if TYPE_CHECKING:
     from .durable import Durable
@@ -151,7 +152,7 @@ class JobContext:
         """Give the job up for good. Does not return."""
         raise Cancel(reason)
 
-    # --- durable steps, sleeps and signals (see `worker.durable`) ------------
+    # --- durable steps, sleeps and signals (see `durable`) ------------
 
     def _steps(self) -> Durable:
         if self._durable is None:
