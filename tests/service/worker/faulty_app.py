@@ -6,7 +6,7 @@ and, at import, wraps the database call of one loop of the worker (the
 worker imports its app before it starts its loops):
 
 - `FAULT_LOOP`: `claim` (`AsyncQueue.claim`), `flush`
-  (`AsyncQueue.complete_many`), `renew` (`AsyncQueue.renew_held`) or
+  (`AsyncQueue.complete_many`), `renew` (`AsyncServiceOps.renew_held`) or
   `listen` (the `LISTEN` statement of the notification connection).
 - `FAULT_KIND`: what the call raises, as the engine's driver would:
   `unreachable` (the connection is gone), `may_pass` (a read-only server
@@ -33,6 +33,7 @@ from typing import Any
 import psycopg
 
 from jobvisor.queue.api import AsyncQueue
+from jobvisor.queue.internal import AsyncServiceOps
 from jobvisor.worker import loop as worker_loop
 from jobvisor.worker.registry import load_app
 
@@ -92,10 +93,15 @@ def _faulty_listen(execute: Callable[..., Any]) -> Callable[..., Any]:
     return wrapper
 
 
-_CALLS = {"claim": "claim", "flush": "complete_many", "renew": "renew_held"}
+# Where each loop's call lives: the public queue, or the service's operations.
+_CALLS: dict[str, tuple[type, str]] = {
+    "claim": (AsyncQueue, "claim"),
+    "flush": (AsyncQueue, "complete_many"),
+    "renew": (AsyncServiceOps, "renew_held"),
+}
 if LOOP in _CALLS:
-    name = _CALLS[LOOP]
-    setattr(AsyncQueue, name, _faulty(getattr(AsyncQueue, name)))
+    owner, name = _CALLS[LOOP]
+    setattr(owner, name, _faulty(getattr(owner, name)))
 elif LOOP == "listen":
     psycopg.AsyncConnection.execute = _faulty_listen(psycopg.AsyncConnection.execute)  # type: ignore[method-assign]
 
