@@ -302,10 +302,13 @@ class Disturbances:
     def explains(self, worker_id: str, job_id: str, *, given_back: bool) -> str | None:
         """Why a run of `job_id` on `worker_id` may have been cut short, or None.
         `given_back`: a later claim had the same attempt number, so this one
-        was released (only a release gives its attempt back; a reap or the
-        requeue of a dead worker's jobs count it)."""
+        was released: by its worker's drain, or by the requeue of a dead
+        worker's jobs, which gives the attempt back to a job that ran beside
+        others (a reap counts it)."""
         if given_back:
-            return "its worker's drain released it" if worker_id in self.drained else None
+            if worker_id in self.drained:
+                return "its worker's drain released it"
+            return "its worker died beside others" if worker_id in self.died else None
         if worker_id in self.died:
             return "its worker died"
         if (worker_id, job_id) in self.lease_lost:
