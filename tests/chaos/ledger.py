@@ -308,7 +308,7 @@ class Disturbances:
         if given_back:
             if worker_id in self.drained:
                 return "its worker's drain released it"
-            return "its worker died beside others" if worker_id in self.died else None
+            return "its worker died" if worker_id in self.died else None
         if worker_id in self.died:
             return "its worker died"
         if (worker_id, job_id) in self.lease_lost:
