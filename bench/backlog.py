@@ -336,7 +336,7 @@ def fill(url: str, args: argparse.Namespace) -> None:
             if args.reuse and have >= args.backlog:
                 print(f"reusing {have:,} pending jobs", flush=True)
                 return
-            conn.execute("TRUNCATE jobvisor_jobs")
+            conn.execute("TRUNCATE jobvisor_jobs CASCADE")
             started = time.perf_counter()
             for first in range(0, args.backlog, args.fill_chunk):
                 queue.enqueue_many([JOB] * min(args.fill_chunk, args.backlog - first))

@@ -44,7 +44,7 @@ def empty(url: str) -> None:
     """Empty the jobs table (and, on PostgreSQL, flush what came before)."""
     if url.startswith("postgresql"):
         with psycopg.connect(url, autocommit=True) as conn:
-            conn.execute("TRUNCATE jobvisor_jobs")
+            conn.execute("TRUNCATE jobvisor_jobs CASCADE")
             conn.execute("CHECKPOINT")
         return
     with jobvisor.connect(url) as q, q.transaction() as conn:

@@ -112,7 +112,7 @@ def empty_queue(engine: str, pg_url: str, tmp: Path, label: str) -> Iterator[str
     """A migrated, empty jobs table on `engine`; yields its URL."""
     if engine == "postgres":
         with psycopg.connect(pg_url, autocommit=True) as conn:
-            conn.execute("TRUNCATE jobvisor_jobs")
+            conn.execute("TRUNCATE jobvisor_jobs CASCADE")
             conn.execute("CHECKPOINT")
         yield pg_url
         return

@@ -47,7 +47,7 @@ def checked_url(pg_admin_url: str, pg_databases: Databases) -> Iterator[str]:
 def finished(checked_url: str) -> tuple[str, list[uuid.UUID]]:
     """Three jobs claimed by `w-a`, recorded in the ledger and completed."""
     pg_url = checked_url
-    execute(pg_url, "TRUNCATE jobvisor_jobs, chaos_ledger")
+    execute(pg_url, "TRUNCATE jobvisor_jobs, chaos_ledger CASCADE")
     with jobvisor.connect(pg_url, pool_size=1) as q:
         ids = q.enqueue_many([{"job_type": "chaos"}] * 3)
         jobs = q.claim("w-a", limit=3)

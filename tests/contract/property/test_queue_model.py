@@ -101,7 +101,9 @@ class Table:
 
     def empty(self) -> None:
         if self.pg is not None:
-            self.pg.execute("TRUNCATE jobvisor_jobs, jobvisor_queue_pauses, jobvisor_limits")
+            self.pg.execute(
+                "TRUNCATE jobvisor_jobs, jobvisor_queue_pauses, jobvisor_limits CASCADE"
+            )
         else:
             assert self.lite is not None
             self.lite.execute("DELETE FROM jobvisor_jobs")

@@ -51,7 +51,7 @@ def _entries_read_per_job(pg_url: str, claimers: int) -> float:
     claim index entries read per claimed job."""
     jobs = claimers * ROUNDS * BATCH
     with psycopg.connect(pg_url, autocommit=True) as conn:
-        conn.execute("TRUNCATE jobvisor_jobs, jobvisor_claim_marks")
+        conn.execute("TRUNCATE jobvisor_jobs, jobvisor_claim_marks CASCADE")
         with jobvisor.connect(pg_url) as q:
             q.enqueue_many([{"job_type": "t"}] * jobs)
         before, updated = _counts(conn)
