@@ -13,7 +13,8 @@ import psycopg
 import pytest
 
 import jobvisor
-from jobvisor import JobStatus, MissingCorrelationId, Queue, cli
+from jobvisor import JobStatus, MissingCorrelationId, Queue
+from jobvisor.cli import jobs as cli_jobs
 from jobvisor.queue import NewJob, ops
 from jobvisor.queue.api import parse_url
 from jobvisor.queue.model import ENQUEUE_KEYS
@@ -389,4 +390,4 @@ def test_the_enqueue_signature_is_newjob_builds() -> None:
         (p.name, p.kind, p.default) for p in build
     ]
     assert tuple(p.name for p in build) == ENQUEUE_KEYS
-    assert vars(cli)["ENQUEUE_KEYS"] is ENQUEUE_KEYS
+    assert vars(cli_jobs)["ENQUEUE_KEYS"] is ENQUEUE_KEYS
