@@ -33,6 +33,7 @@ from .batch_sql import for_dialect
 from .errors import BatchFinished, BatchNotFound, InvalidArgument
 from .jsonvalue import payload_json
 from .model import Job, JobStatus, NewJob, new_job_id
+from .ops.context import uuid_of
 from .ops.recovery import retention_ages
 from .ops.scheduling import _time_out
 from .plan import COMMIT, Plan, Steps, Stmt
@@ -81,12 +82,7 @@ class BatchPage:
 
 def batch_id_of(value: uuid.UUID | str) -> uuid.UUID:
     """A batch id from a UUID or its text; `InvalidArgument` otherwise."""
-    if isinstance(value, uuid.UUID):
-        return value
-    try:
-        return uuid.UUID(str(value))
-    except ValueError:
-        raise InvalidArgument(f"batch id {value!r}: expected a UUID") from None
+    return uuid_of("batch id", value)
 
 
 def _callback_job(ctx: ops.Ctx, name: str, value: Any, payload: dict[str, Any]) -> NewJob | None:

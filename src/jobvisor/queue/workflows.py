@@ -31,7 +31,7 @@ from ..correlation import current_correlation_id
 from . import bulk, sql_workflows, validate
 from .errors import InvalidArgument, JobNotFound
 from .model import TERMINAL, UTC, JobStatus, NewJob, new_job_ids
-from .ops.context import Ctx, _job_id
+from .ops.context import Ctx, _job_id, uuid_of
 from .ops.control import _requester
 from .placeholders import placeholder_nodes
 from .plan import Plan, Steps, Stmt
@@ -291,7 +291,7 @@ def workflow(ctx: Ctx, workflow_id: uuid.UUID | str) -> Plan[WorkflowStatus]:
     """A workflow's status: its name, and each job with its node key, status,
     attempts, result, last error and parents. `WorkflowNotFound` if there is
     no such workflow (or cleanup removed it)."""
-    wid = _job_id(workflow_id)
+    wid = uuid_of("workflow id", workflow_id)
     d = ctx.dialect
     sql = sql_workflows.for_dialect(d.name)
 
@@ -337,7 +337,7 @@ def cancel_workflow(
     ends cancelled when it settles (as `cancel` does). Returns how many jobs
     were cancelled or asked to stop; `WorkflowNotFound` if there is no such
     workflow."""
-    wid = _job_id(workflow_id)
+    wid = uuid_of("workflow id", workflow_id)
     text = (
         f"cancelled by {_requester()}"
         if reason is None
@@ -364,7 +364,7 @@ def retry_workflow(ctx: Ctx, workflow_id: uuid.UUID | str) -> Plan[int]:
     their attempts reset. Completed jobs keep their results, which their
     children have already. Returns how many jobs were requeued (0: nothing
     had failed); `WorkflowNotFound` if there is no such workflow."""
-    wid = _job_id(workflow_id)
+    wid = uuid_of("workflow id", workflow_id)
     d = ctx.dialect
     sql = sql_workflows.for_dialect(d.name)
 

@@ -67,13 +67,19 @@ def queue_names(name: str, values: Iterable[str] | None) -> list[str] | None:
     return _names(name, values)
 
 
-def _job_id(value: uuid.UUID | str) -> uuid.UUID:
+def uuid_of(what: str, value: uuid.UUID | str) -> uuid.UUID:
+    """An id (`what`: "job id", "batch id", ...) from a UUID or its text;
+    `InvalidArgument` naming it otherwise."""
     if isinstance(value, uuid.UUID):
         return value
     try:
         return uuid.UUID(str(value))
     except ValueError:
-        raise InvalidArgument(f"job id {value!r}: expected a UUID") from None
+        raise InvalidArgument(f"{what} {value!r}: expected a UUID") from None
+
+
+def _job_id(value: uuid.UUID | str) -> uuid.UUID:
+    return uuid_of("job id", value)
 
 
 def _held(name: str, jobs: Sequence[Job]) -> None:
