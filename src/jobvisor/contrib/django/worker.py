@@ -7,8 +7,7 @@ modules (each installed app's `tasks` module and those the setting
 then holds one handler per `@task` found there, under the task's module path
 (`myapp.tasks.send_email`, as `JobvisorBackend` enqueues it), and runs
 nothing else: a job whose type names no declared task fails with
-`TaskNotFound`, and nothing is imported on its account. `runnable()` is the
-set of job types it runs.
+`TaskNotFound`, and nothing is imported on its account.
 
 A handler calls its task with the job's arguments, with a `TaskContext`
 first when the task `takes_context`. What the task returns, made JSON as
@@ -199,12 +198,6 @@ class DjangoTasks(Registry):
     @property
     def needs_threads(self) -> bool:
         return True  # a worker's slots as for plain functions, whatever the tasks are
-
-    def runnable(self) -> frozenset[str]:
-        """The job types this worker runs: the declared tasks' and those
-        of the handlers registered by name."""
-        return frozenset(self.job_types)
-
 
 registry = DjangoTasks()
 registry.add_tasks(declared_tasks())
