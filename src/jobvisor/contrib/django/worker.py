@@ -199,5 +199,6 @@ class DjangoTasks(Registry):
     def needs_threads(self) -> bool:
         return True  # a worker's slots as for plain functions, whatever the tasks are
 
+
 registry = DjangoTasks()
 registry.add_tasks(declared_tasks())
