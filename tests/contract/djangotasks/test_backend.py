@@ -139,7 +139,7 @@ def test_a_queue_name_jobvisor_refuses_is_the_frameworks_error(alias: str) -> No
         backend.queues = {"default", "mail"}
 
 
-@pytest.mark.parametrize("result_id", ["not-a-uuid", str(uuid.uuid4()), ""])
+@pytest.mark.parametrize("result_id", ["not-a-uuid", "0b7d2c8e-5f1a-4c3e-9a6d-2e8f4b1c7a90", ""])
 def test_an_unknown_result_does_not_exist(alias: str, result_id: str) -> None:
     with pytest.raises(TaskResultDoesNotExist):
         tasks.add.using(backend=alias).get_backend().get_result(result_id)
