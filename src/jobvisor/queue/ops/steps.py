@@ -197,10 +197,17 @@ def step_save(
     started: dt.datetime,
     result: str | None = None,
     error: str | None = None,
+    conn: Any = None,
 ) -> Plan[None]:
     """Record the end of step `seq` (`name`) of a held job: completed with
     `result` (JSON text, None for none), or failed with `error` when given.
-    `LeaseLost` when the claim is no longer held: nothing is written."""
+    `LeaseLost` when the claim is no longer held: nothing is written.
+
+    With `conn` (a connection in a transaction the caller opened, see
+    `JobContext.transaction`) the row is written in that transaction and
+    commits with it; on PostgreSQL the transaction's commit then waits for
+    its WAL flush whatever the session says (the application's writes ride
+    in it), and `LeaseLost` leaves the caller to roll back."""
     _held("job", [job])
     d = ctx.dialect
     sql = sql_steps.for_dialect(d.name)
@@ -219,11 +226,13 @@ def step_save(
     }
 
     def steps() -> Steps[None]:
+        if conn is not None and d.name == "postgres":
+            yield Stmt(sql_steps.Postgres.STEP_TX_DURABLE)
         saved = yield Stmt(sql.STEP_SAVE, params)
         if not saved:
             raise LeaseLost(job.id)
 
-    return Plan(steps(), transaction=False)
+    return Plan(steps(), transaction=False, conn=conn)
 
 
 def step_wait(
