@@ -135,8 +135,8 @@ class Postgres:
     )
 
     EVENT_LIST: Final[LiteralString] = (
-        # A job's event keys and when each was last set.
-        "SELECT key, updated_at FROM jobvisor_events WHERE job_id = %(id)s ORDER BY key"
+        # A job's events: each key, its value and when it was last set.
+        "SELECT key, value, updated_at FROM jobvisor_events WHERE job_id = %(id)s ORDER BY key"
     )
 
 
@@ -237,8 +237,8 @@ class Sqlite:
     )
 
     EVENT_LIST: Final[LiteralString] = (
-        # A job's event keys and when each was last set.
-        "SELECT key, updated_at FROM jobvisor_events WHERE job_id = :id ORDER BY key"
+        # A job's events: each key, its value and when it was last set.
+        "SELECT key, value, updated_at FROM jobvisor_events WHERE job_id = :id ORDER BY key"
     )
 
 

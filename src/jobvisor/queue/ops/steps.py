@@ -74,13 +74,22 @@ class SignalRecord:
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
+class EventRecord:
+    """An event a job published: its key, latest value and when it was set."""
+
+    key: str
+    value: Any
+    set_at: dt.datetime
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
 class StepHistory:
-    """What `jobvisor show` prints of a durable job: its step log, its
-    signals and the keys of its events (with when each was set)."""
+    """What `jobvisor show` and the dashboard's job page show of a durable
+    job: its step log, its signals and its events."""
 
     steps: tuple[StepRecord, ...]
     signals: tuple[SignalRecord, ...]
-    events: tuple[tuple[str, dt.datetime], ...]
+    events: tuple[EventRecord, ...]
 
 
 class Waited(enum.StrEnum):
@@ -164,8 +173,8 @@ def step_log(ctx: Ctx, job_id: uuid.UUID | str) -> Plan[list[StepRecord]]:
 
 
 def step_history(ctx: Ctx, job_id: uuid.UUID | str) -> Plan[StepHistory]:
-    """A job's step log, its signals and its events' keys (empty for a job
-    that never used them, or none such)."""
+    """A job's step log, its signals and its events (empty for a job that
+    never used them, or none such)."""
     jid = _job_id(job_id)
     d = ctx.dialect
     sql = sql_steps.for_dialect(d.name)
@@ -178,7 +187,10 @@ def step_history(ctx: Ctx, job_id: uuid.UUID | str) -> Plan[StepHistory]:
         return StepHistory(
             tuple(_record(ctx, row) for row in rows),
             tuple(SignalRecord(n, _time_out(s) or _never(), _time_out(t)) for n, s, t in signals),
-            tuple((key, _time_out(at) or _never()) for key, at in events),
+            tuple(
+                EventRecord(key, _json_out(ctx, value), _time_out(at) or _never())
+                for key, value, at in events
+            ),
         )
 
     return Plan(steps(), write=False, transaction=False)
