@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from jobvisor import JobContext, Registry, RetryPolicy, SignalTimeout
+from jobvisor.tasks import current_job
 
 registry = Registry()
 NO_WAIT = RetryPolicy(base=0.0, cap=0.0, jitter=0.0)
@@ -162,3 +163,22 @@ def ledger_sync(job: JobContext) -> list[Any]:
         results.append(job.transaction_sync(name, book, str(job.id), name))
         _hold_sync(folder, f"after-{name}")
     return results
+
+
+@registry.task(max_attempts=1)
+async def typed_steps(folder: str) -> list[Any]:
+    """A typed task reaches its job's steps through `current_job()`."""
+    job = current_job()
+    assert job is not None
+    first = await job.step("charge", effect, folder, "charge")
+    await job.sleep(0.2)
+    return [first, await job.step("mail", effect, folder, "mail")]
+
+
+@registry.task(max_attempts=1)
+def typed_steps_sync(folder: str) -> list[Any]:
+    job = current_job()
+    assert job is not None
+    first = job.step_sync("charge", effect, folder, "charge")
+    job.sleep_sync(0.2)
+    return [first, job.step_sync("mail", effect, folder, "mail")]

@@ -102,6 +102,23 @@ def test_a_worker_killed_after_each_transaction_step_commits_each_once(
     assert_invariants(queue.url)
 
 
+@pytest.mark.parametrize("task", ["typed_steps", "typed_steps_sync"])
+def test_a_typed_task_takes_steps_and_sleeps_through_current_job(
+    queue: Queue, tmp_path: Path, start_service: Callable[..., Service], task: str
+) -> None:
+    job_id = queue.enqueue(task, {"folder": str(tmp_path)}, max_attempts=1)
+    service = start_service(queue.url, tmp_path, APP)
+    wait_until(lambda: _ended(queue, job_id), what="the task ended")
+    done = queue.get(job_id)
+    assert done.status is JobStatus.COMPLETED, done.last_error
+    assert done.result == ["charge done", "mail done"]
+    assert done.attempts == 1  # the sleep parked it without an attempt
+    assert (_count(tmp_path, "charge"), _count(tmp_path, "mail")) == (1, 1)
+    log = internal.service_ops(queue).step_log(job_id)
+    assert [s.name for s in log] == ["charge", "sleep", "mail"]
+    assert service.stop() == 0
+
+
 @pytest.mark.parametrize("job_type", ["sleeper", "sleeper_sync"])
 def test_a_sleep_outlives_a_sigterm_rollout_without_an_attempt(
     queue: Queue, tmp_path: Path, start_service: Callable[..., Service], job_type: str
