@@ -217,7 +217,9 @@ class JobContext:
         (retried `retries` times, each try a new transaction). `LeaseLost`
         when this worker no longer holds the job: nothing commits. Named and
         ordered as `step`s are. Not a `with` block: Python cannot skip a
-        block's body, and a completed step must not run."""
+        block's body, and a completed step must not run. `fn` should make
+        no other durable call of this job: on SQLite it would wait for the
+        write lock its own transaction holds."""
         return await self._steps().transaction(
             name, fn, args, kwargs, retries=retries, backoff=backoff
         )
