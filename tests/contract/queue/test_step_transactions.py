@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 import jobvisor
-from jobvisor import AsyncQueue, InvalidArgument, Job, LeaseLost, StepMismatch
+from jobvisor import AsyncQueue, InvalidArgument, Job, LeaseLost, RetryPolicy, StepMismatch
 from jobvisor.durable import Durable
 from jobvisor.queue import internal, ops
 from tests.support.aio import run_with
@@ -181,5 +181,30 @@ def test_a_bad_name_or_result_writes_nothing(ledger: str) -> None:
         with pytest.raises(InvalidArgument, match="result"):
             await _durable(q, job).transaction("x", unstorable, (job.id,), {})
         assert _rows(ledger) == []
+
+    _both(body, ledger)
+
+
+def test_a_retry_is_a_new_transaction_and_the_failed_try_leaves_nothing(ledger: str) -> None:
+    tries: list[int] = []
+
+    async def flaky(conn: Any, job_id: uuid.UUID) -> int:
+        tries.append(1)
+        await debit(conn, job_id, "debit", len(tries))
+        if len(tries) == 1:
+            raise ConnectionError("the bank hung up")
+        return len(tries)
+
+    async def body(q: AsyncQueue) -> None:
+        job = await _claimed(q)
+        durable = _durable(q, job)
+        no_wait = RetryPolicy(base=0.0, cap=0.0, jitter=0.0)
+        result = await durable.transaction(
+            "debit", flaky, (job.id,), {}, retries=1, backoff=no_wait
+        )
+        assert result == 2 and len(tries) == 2
+        assert _rows(ledger) == [(str(job.id), "debit", 2)]  # the first try's row rolled back
+        (entry,) = await internal.service_ops(q).step_log(job.id)
+        assert (entry.status, entry.result) == (ops.StepStatus.COMPLETED, 2)
 
     _both(body, ledger)
