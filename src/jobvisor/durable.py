@@ -16,6 +16,13 @@ attempt back and makes it due at the deadline) and raises `Parked`, which
 ends the attempt with nothing more to write; a signal (or the deadline)
 makes it due again, and the next attempt passes every completed step until
 it reaches the wait, which then returns.
+
+A transactional step (`transaction`, `transaction_sync`) is a step whose
+function gets a connection in a transaction of the queue's own database:
+its checkpoint row is written, fenced by the claim token, in that same
+transaction just before the commit, so the application's writes and the
+checkpoint commit together or not at all (a lost lease raises `LeaseLost`
+there and rolls both back). A step that commits is never run again.
 """
 
 from __future__ import annotations
@@ -29,7 +36,7 @@ from collections.abc import Awaitable, Callable, Coroutine
 from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 from .queue import ops, validate
-from .queue.errors import InvalidArgument, SignalTimeout, StepMismatch
+from .queue.errors import InvalidArgument, LeaseLost, SignalTimeout, StepMismatch
 from .queue.model import UTC, Job, RetryPolicy
 from .queue.ops.settling import _error_text
 
@@ -222,6 +229,78 @@ class Durable:
                 self.call(self.save(seq, key, started, error=_error(exc)))
                 raise
             return self.call(self.save(seq, key, started, result=value))
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    async def transaction(
+        self,
+        name: str,
+        fn: Callable[..., Awaitable[Any] | Any],
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+        *,
+        retries: int = 0,
+        backoff: RetryPolicy | None = None,
+    ) -> Any:
+        """`JobContext.transaction`: `fn(conn, ...)` and the step's checkpoint
+        in one transaction of the queue's database, once per job."""
+        count, policy = _retries(retries, backoff)
+        seq, key, entry = await self.begin(step_name(name))
+        if entry is not None and entry.status is ops.StepStatus.COMPLETED:
+            return entry.result
+        started = _now()
+        for tried in range(count + 1):
+            try:
+                async with self.svc.step_transaction() as conn:
+                    value = fn(conn, *args, **kwargs)
+                    if inspect.isawaitable(value):
+                        value = await value
+                    text = ops.result_json(value, self.max_result_bytes)
+                    await self.svc.step_save(
+                        self.job, seq, key, started=started, result=text, conn=conn
+                    )
+            except LeaseLost:
+                raise  # rolled back; whoever holds the job now runs the step
+            except Exception as exc:
+                if tried < count:
+                    await asyncio.sleep(policy.delay(tried + 1, self.job.id))
+                    continue
+                await self.save(seq, key, started, error=_error(exc))
+                raise
+            return None if text is None else json.loads(text)
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def transaction_sync(
+        self,
+        name: str,
+        fn: Callable[..., Any],
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+        *,
+        retries: int = 0,
+        backoff: RetryPolicy | None = None,
+    ) -> Any:
+        """`JobContext.transaction_sync`: `transaction` for a thread handler,
+        on a blocking connection in the handler's thread."""
+        count, policy = _retries(retries, backoff)
+        seq, key, entry = self.call(self.begin(step_name(name)))
+        if entry is not None and entry.status is ops.StepStatus.COMPLETED:
+            return entry.result
+        started = _now()
+        svc = self.svc.threads()
+        for tried in range(count + 1):
+            try:
+                with svc.step_transaction() as conn:
+                    text = ops.result_json(fn(conn, *args, **kwargs), self.max_result_bytes)
+                    svc.step_save(self.job, seq, key, started=started, result=text, conn=conn)
+            except LeaseLost:
+                raise
+            except Exception as exc:
+                if tried < count:
+                    time.sleep(policy.delay(tried + 1, self.job.id))
+                    continue
+                self.call(self.save(seq, key, started, error=_error(exc)))
+                raise
+            return None if text is None else json.loads(text)
         raise AssertionError("unreachable")  # pragma: no cover
 
     # --- from a thread handler ------------------------------------------------

@@ -195,6 +195,53 @@ class JobContext:
         """`step` for a plain-function (thread) handler: `fn` runs in its thread."""
         return self._steps().step_sync(name, fn, args, kwargs, retries=retries, backoff=backoff)
 
+    async def transaction(
+        self,
+        name: str,
+        fn: Callable[..., Any],
+        /,
+        *args: Any,
+        retries: int = 0,
+        backoff: RetryPolicy | None = None,
+        **kwargs: Any,
+    ) -> Any:
+        """A step whose database writes commit with its checkpoint: runs
+        `fn(conn, *args, **kwargs)` (awaited when it returns an awaitable) in
+        one transaction of the queue's database, `conn` its connection
+        (PostgreSQL: a psycopg `AsyncConnection`; SQLite: a `sqlite3`
+        connection on the queue's file, holding its write lock), and writes
+        the step's row in that same transaction before it commits. So what
+        `fn` writes through `conn` commits exactly once per job: a later
+        attempt gets the stored result (JSON) without running `fn`; `fn`
+        raising rolls its writes back and fails the step as `step` does
+        (retried `retries` times, each try a new transaction). `LeaseLost`
+        when this worker no longer holds the job: nothing commits. Named and
+        ordered as `step`s are. Not a `with` block: Python cannot skip a
+        block's body, and a completed step must not run. `fn` should make
+        no other durable call of this job: on SQLite it would wait for the
+        write lock its own transaction holds."""
+        return await self._steps().transaction(
+            name, fn, args, kwargs, retries=retries, backoff=backoff
+        )
+
+    def transaction_sync(
+        self,
+        name: str,
+        fn: Callable[..., Any],
+        /,
+        *args: Any,
+        retries: int = 0,
+        backoff: RetryPolicy | None = None,
+        **kwargs: Any,
+    ) -> Any:
+        """`transaction` for a plain-function (thread) handler: `fn(conn, ...)`
+        runs in its thread on a blocking connection (PostgreSQL: a psycopg
+        `Connection` of a pool the worker opens for its threads at the first
+        such step; SQLite: a `sqlite3` connection)."""
+        return self._steps().transaction_sync(
+            name, fn, args, kwargs, retries=retries, backoff=backoff
+        )
+
     async def sleep(self, seconds: float | dt.timedelta) -> None:
         """Wait `seconds` without holding a worker: the first time, the job
         is parked (not running, this attempt given back, due then) and this

@@ -253,3 +253,33 @@ def test_open_a_workflow_and_cancel_it(
         JobStatus.CANCELLED: 2,
     }
     assert_invariants(url)
+
+
+def test_a_parked_job_shows_its_steps_and_takes_a_signal_from_its_page(
+    browser: WebDriver, site: str, queue: Queue, url: str, tmp_path: Path
+) -> None:
+    queue.enqueue("approve_refund", {"order": 1234})
+    (job,) = queue.claim("w-7f3a")
+    svc = service_ops(queue)
+    started = dt.datetime.now(dt.UTC)
+    svc.step_save(job, 0, "check", started=started, result='{"refundable": true}')
+    svc.event_set(job, "stage", "<b>waiting for a human</b>")
+    svc.step_wait(job, 1, "signal:approved", signal="approved", timeout=86400)
+    browser.get(site + "/login")
+    browser.find_element(By.NAME, "token").send_keys(TOKEN)
+    go(browser, By.CSS_SELECTOR, "#login button")
+    browser.get(f"{site}/jobs/{job.id}")
+    assert "check" in text(browser, "#steps") and "waiting" in text(browser, "#steps")
+    assert "<b>waiting for a human</b>" in text(browser, "#events")  # shown as text
+    browser.find_element(By.NAME, "signal").send_keys("approved")
+    browser.find_element(By.NAME, "payload").send_keys('{"by": "ann"}')
+    shot(browser, tmp_path, "steps")
+    go(browser, By.CSS_SELECTOR, 'button[data-action="signal"]')
+    assert f"Send the signal 'approved' to job {job.id}" in text(browser, "#describe")
+    go(browser, By.ID, "yes")
+    assert text(browser, "#flash") == f"Sent the signal 'approved' to job {job.id}."
+    assert "approved" in text(browser, "#signals")
+    (again,) = queue.claim("w-7f3a")  # due at once
+    wait = svc.step_wait(again, 1, "signal:approved", signal="approved", timeout=86400)
+    assert wait.payload == {"by": "ann"}
+    assert_invariants(url)

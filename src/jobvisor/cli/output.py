@@ -127,7 +127,7 @@ def _show_job(job: Job, *, as_json: bool, history: ops.StepHistory | None = None
             assert history is not None
             data["steps"] = [_step_dict(step) for step in history.steps]
             data["signals"] = [dataclasses.asdict(signal) for signal in history.signals]
-            data["events"] = {key: at for key, at in history.events}
+            data["events"] = {e.key: {"value": e.value, "set_at": e.set_at} for e in history.events}
         _print_json(data)
         return
     for key, value in data.items():
@@ -162,7 +162,7 @@ def _step_duration(step: ops.StepRecord) -> float | None:
 
 def _print_steps(history: ops.StepHistory) -> None:
     """A durable job's step log (name, status, duration, result or error),
-    its signals and its events' keys."""
+    its signals (taken or not) and its events (key and latest value)."""
     print(f"steps ({len(history.steps)}):")
     for step in history.steps:
         name = validate.printable(step.name)
@@ -179,8 +179,9 @@ def _print_steps(history: ops.StepHistory) -> None:
     for signal in history.signals:
         taken = f"taken {_when(signal.taken_at)}" if signal.taken_at else "not taken yet"
         print(f"  signal {validate.printable(signal.name)}: sent {_when(signal.sent_at)}, {taken}")
-    for key, at in history.events:
-        print(f"  event {validate.printable(key)}: set {_when(at)}")
+    for event in history.events:
+        value = json.dumps(event.value, sort_keys=True)
+        print(f"  event {validate.printable(event.key)} = {value}, set {_when(event.set_at)}")
 
 
 def _progress_text(progress: dict[str, Any] | None) -> str:

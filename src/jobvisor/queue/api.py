@@ -16,7 +16,7 @@ from collections.abc import AsyncGenerator, Callable, Iterable, Mapping
 from typing import Any
 
 from ..redact import redact_text, redact_url, remember_secrets
-from . import batches, notices, ops, validate, workflows
+from . import batches, notices, ops, twins, validate, workflows
 from .batch_scope import AsyncOpenBatch, OpenBatch
 from .bound import AsyncBound, SyncBound, bind_async, bind_sync
 from .dead import AsyncDeadJobs, DeadJobs
@@ -342,6 +342,8 @@ class AsyncQueue(AsyncBound):
 
     async def close(self) -> None:
         await self._waiters.close()
+        if twins.has_twin(self._runner):
+            await asyncio.to_thread(twins.close_twin, self._runner)
         await self._runner.close()
 
     async def __aenter__(self) -> AsyncQueue:

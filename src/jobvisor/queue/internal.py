@@ -14,9 +14,10 @@ it changes with the service.
 
 from __future__ import annotations
 
-from typing import overload
+import contextlib
+from typing import Any, overload
 
-from . import batches, browse, fleet, ops, web_sessions, workflows
+from . import batches, browse, fleet, ops, twins, web_sessions, workflows
 from .api import AsyncQueue, Queue
 from .bound import AsyncBound, SyncBound, bind_async, bind_sync
 from .plan import AsyncRunner, SyncRunner
@@ -47,6 +48,10 @@ class ServiceOps(SyncBound):
     step_wait = bind_sync(ops.step_wait)
     event_set = bind_sync(ops.event_set)
 
+    def step_transaction(self) -> contextlib.AbstractContextManager[Any]:
+        """A transaction of the queue's (a thread handler's transactional step)."""
+        return self._runner.transaction()
+
 
 class AsyncServiceOps(AsyncBound):
     """`ServiceOps` of an `AsyncQueue`."""
@@ -72,6 +77,15 @@ class AsyncServiceOps(AsyncBound):
     step_save = bind_async(ops.step_save)
     step_wait = bind_async(ops.step_wait)
     event_set = bind_async(ops.event_set)
+
+    def step_transaction(self) -> contextlib.AbstractAsyncContextManager[Any]:
+        """A transaction on a connection of the queue's pool (a transactional step's)."""
+        return self._runner.transaction()
+
+    def threads(self) -> ServiceOps:
+        """These operations for code in a thread, on a blocking runner of the
+        same database (see `twins`)."""
+        return ServiceOps(twins.sync_twin(self._runner), self._ctx)
 
 
 class DashboardOps(SyncBound):

@@ -38,6 +38,14 @@ class Postgres:
         " result = excluded.result, error = excluded.error, finished_at = excluded.finished_at"
     )
 
+    STEP_TX_DURABLE: Final[LiteralString] = (
+        # A transactional step's commit waits for its WAL flush, even on a
+        # worker's connection (whose own commits do not): the application's
+        # writes commit in it. (PostgreSQL only: SQLite's transaction is on a
+        # connection of its own, with the queue's settings.)
+        "SET LOCAL synchronous_commit TO on"
+    )
+
     STEP_JOB_LOCK: Final[LiteralString] = (
         # Lock a held job for a wait (its signals and parking follow in the
         # same transaction); no row when the lease was lost.
@@ -127,8 +135,8 @@ class Postgres:
     )
 
     EVENT_LIST: Final[LiteralString] = (
-        # A job's event keys and when each was last set.
-        "SELECT key, updated_at FROM jobvisor_events WHERE job_id = %(id)s ORDER BY key"
+        # A job's events: each key, its value and when it was last set.
+        "SELECT key, value, updated_at FROM jobvisor_events WHERE job_id = %(id)s ORDER BY key"
     )
 
 
@@ -229,8 +237,8 @@ class Sqlite:
     )
 
     EVENT_LIST: Final[LiteralString] = (
-        # A job's event keys and when each was last set.
-        "SELECT key, updated_at FROM jobvisor_events WHERE job_id = :id ORDER BY key"
+        # A job's events: each key, its value and when it was last set.
+        "SELECT key, value, updated_at FROM jobvisor_events WHERE job_id = :id ORDER BY key"
     )
 
 

@@ -2,7 +2,7 @@
 for the pages' forms and the JSON API.
 
 An action is a name and its fields (`ids`, `job_type`, `queue`, `schedule`,
-`workflow`).
+`workflow`; `signal` and `payload`, JSON text, for a signal to one job).
 `Action.parse` checks them (raising `InvalidArgument` naming the value, so
 nothing is done on bad input), `describe` says what it would do (the
 confirmation step), and `perform` does it and says what was done."""
@@ -37,6 +37,7 @@ class Verb(enum.StrEnum):
     RUN_SCHEDULE = "run-schedule"
     CANCEL_WORKFLOW = "cancel-workflow"  # every unfinished job of a workflow
     RETRY_WORKFLOW = "retry-workflow"  # a workflow's failed part, started again
+    SIGNAL = "signal"  # a signal (`queue.signal`) to one unfinished job
 
 
 _NEEDS: Final = {
@@ -48,7 +49,11 @@ _NEEDS: Final = {
     Verb.RUN_SCHEDULE: "schedule",
     Verb.CANCEL_WORKFLOW: "workflow",
     Verb.RETRY_WORKFLOW: "workflow",
+    Verb.SIGNAL: "ids",
 }
+
+# The fields a form may carry, beside `ids`.
+ACTION_FIELDS: Final = ("job_type", "queue", "schedule", "workflow", "signal", "payload")
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -67,6 +72,8 @@ class Action:
     queue: str | None = None
     schedule: str | None = None
     workflow: uuid.UUID | None = None
+    signal: str | None = None
+    payload: str | None = None  # the signal's payload, JSON text (None: no payload)
 
     @classmethod
     def parse(cls, verb: str, fields: Mapping[str, Any]) -> Action:
@@ -85,11 +92,22 @@ class Action:
             queue=_name("queue", fields.get("queue")),
             schedule=_name("schedule", fields.get("schedule")),
             workflow=_workflow(fields.get("workflow")),
+            signal=_name("signal", fields.get("signal")),
+            payload=_payload(fields.get("payload")),
         )
         action._check()
         return action
 
     def _check(self) -> None:
+        if self.verb is Verb.SIGNAL:
+            if len(self.ids) != 1 or self.signal is None:
+                raise InvalidArgument(
+                    f"signal: expected one job id and a signal name, got {len(self.ids)} ids"
+                    f" and signal={self.signal!r}"
+                )
+            return
+        if self.signal is not None or self.payload is not None:
+            raise InvalidArgument(f"{self.verb.value}: signal and payload go with a signal only")
         given = {
             "ids": bool(self.ids),
             "job_type": self.job_type is not None,
@@ -118,6 +136,8 @@ class Action:
             " never run, running ones are stopped.",
             Verb.RETRY_WORKFLOW: f"Retry workflow {self.workflow}: its dead and cancelled jobs,"
             " and those they held back, start again; completed ones keep their results.",
+            Verb.SIGNAL: f"Send the signal {self.signal!r} to job {self.ids[0] if self.ids else ''}"
+            + (f" with the payload {self.payload}." if self.payload is not None else "."),
         }[self.verb]
 
     def _target(self) -> str:
@@ -131,7 +151,7 @@ class Action:
     def fields(self) -> dict[str, Any]:
         """The fields again, as the confirmation form carries them."""
         found: dict[str, Any] = {"ids": [str(i) for i in self.ids]}
-        for name in ("job_type", "queue", "schedule"):
+        for name in ("job_type", "queue", "schedule", "signal", "payload"):
             if getattr(self, name) is not None:
                 found[name] = getattr(self, name)
         if self.workflow is not None:
@@ -154,6 +174,11 @@ class Action:
             return Done(f"Enqueued job {job_id} of schedule {self.schedule!r}.", 1)
         if self.verb is Verb.CANCEL:
             return await _cancel(queue, self.ids)
+        if self.verb is Verb.SIGNAL:
+            assert self.signal is not None
+            payload = None if self.payload is None else json.loads(self.payload)
+            await queue.signal(self.ids[0], self.signal, payload)
+            return Done(f"Sent the signal {self.signal!r} to job {self.ids[0]}.", 1)
         if self.workflow is not None:
             return await _on_workflow(queue, self.verb, self.workflow)
         if self.job_type is not None:
@@ -191,6 +216,19 @@ def _jobs(n: int, kind: str = "") -> str:
 
 def _name(label: str, value: Any) -> str | None:
     return None if value is None or value == "" else validate.name(label, value)
+
+
+def _payload(value: Any) -> str | None:
+    """A signal's payload: JSON text (None or "": no payload), checked here."""
+    if value is None or value == "":
+        return None
+    if not isinstance(value, str):
+        raise InvalidArgument(f"payload={validate.short(value)}: expected JSON text")
+    try:
+        json.loads(value)
+    except ValueError:
+        raise InvalidArgument(f"payload={validate.short(value)}: expected JSON text") from None
+    return value
 
 
 def _workflow(value: Any) -> uuid.UUID | None:

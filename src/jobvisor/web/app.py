@@ -43,7 +43,7 @@ from ..queue.internal import dashboard_ops, service_ops
 from ..queue.model import TERMINAL, JobStatus, LimitScope
 from ..queue.workflows import WORKFLOW_PAGE_DEFAULT, state_of
 from . import views
-from .actions import MAX_BODY_BYTES, Action, parse_json
+from .actions import ACTION_FIELDS, MAX_BODY_BYTES, Action, parse_json
 from .auth import SESSION_COOKIE, SESSION_MAX_AGE, Guard
 from .proxy import ForwardedHeaders, SessionCookie
 from .throttle import Throttle
@@ -211,8 +211,15 @@ async def job_detail(request: Request) -> Response:
         job = await d.queue.get(raw)
     except (JobNotFound, InvalidArgument) as exc:
         return await d.page(request, "missing.html", {"error": str(exc)}, 404)
-    workflow = await dashboard_ops(d.queue).workflow_of_job(job.id)
-    context = {"job": job, "trace": views.trace_id(job.meta), "workflow": workflow}
+    reads = dashboard_ops(d.queue)
+    workflow = await reads.workflow_of_job(job.id)
+    history = await reads.step_history(job.id)
+    context = {
+        "job": job,
+        "trace": views.trace_id(job.meta),
+        "workflow": workflow,
+        "history": history,
+    }
     return await d.page(request, "job.html", context)
 
 
@@ -324,7 +331,7 @@ def _client(request: Request) -> str:
 def _form_fields(form: FormData) -> dict[str, Any]:
     return {
         "ids": form.getlist("ids"),
-        **{k: form.get(k) for k in ("job_type", "queue", "schedule", "workflow")},
+        **{k: form.get(k) for k in ACTION_FIELDS},
     }
 
 

@@ -182,7 +182,22 @@ def workflow_svg(jobs: Sequence[WorkflowJob], root: str = "") -> Markup | None:
     )
 
 
+def took(step: Any) -> str:
+    """A step's duration (`0.012s`), `-` for one not ended (a wait)."""
+    if step.finished_at is None:
+        return "-"
+    return f"{(step.finished_at - step.started_at).total_seconds():.3f}s"
+
+
+def one_line(value: Any) -> str:
+    """JSON on one line, cut at 200 characters (a step's result in its row)."""
+    text = json.dumps(value, ensure_ascii=False, sort_keys=True, default=str)
+    return text if len(text) <= 200 else text[:200] + "…"
+
+
 FILTERS: Final[dict[str, Callable[..., Any]]] = {
+    "took": took,
+    "one_line": one_line,
     "age": age,
     "when": when,
     "count": count,

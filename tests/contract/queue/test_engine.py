@@ -199,7 +199,9 @@ def test_a_url_option_libpq_does_not_know_is_refused_before_connecting(face: str
 
 # --- the two faces and the SQL -------------------------------------------------
 
-ASYNC_ONLY = {"notifications", "listens"}  # notices are heard by async code only
+# Notices are heard by async code only; `threads` is the async service's
+# blocking twin for a worker's thread handlers.
+ASYNC_ONLY = {"notifications", "listens", "threads"}
 
 
 def _public(cls: type) -> dict[str, Any]:

@@ -21,13 +21,22 @@ def test_signal_is_kept_and_show_prints_the_step_log(cli: Cli, db: Queue) -> Non
     out = cli.ok("signal", str(job_id), "approved", '{"by": "ann"}')
     assert "approved" in out
     svc.step_wait(job, 2, "signal:approved", signal="approved")  # takes it
+    cli.ok("signal", str(job_id), "later")  # pending: no wait took it
+    svc.event_set(job, "stage", {"n": 2})
     shown = cli.ok("show", str(job_id))
+    assert "signal later: sent" in shown and "not taken yet" in shown
+    assert 'event stage = {"n": 2}, set' in shown
     assert "charge" in shown and '{"charged": 12}' in shown
     assert "SMTPError: down" in shown
     assert "signal approved: sent" in shown and "taken" in shown
     data = json.loads(cli.ok("show", str(job_id), "--json"))
     assert [s["name"] for s in data["steps"]] == ["charge", "mail", "signal:approved"]
     assert data["steps"][2]["result"] == {"signal": "approved", "payload": {"by": "ann"}}
+    assert [(s["name"], s["taken_at"] is None) for s in data["signals"]] == [
+        ("approved", False),
+        ("later", True),
+    ]
+    assert data["events"]["stage"]["value"] == {"n": 2}
 
 
 def test_signal_refuses_bad_json_and_unknown_jobs(cli: Cli, db: Queue) -> None:

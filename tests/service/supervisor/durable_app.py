@@ -6,11 +6,13 @@ often it really ran; `_hold` waits for the test's go-ahead between steps."""
 from __future__ import annotations
 
 import asyncio
+import sqlite3
 import time
 from pathlib import Path
 from typing import Any
 
 from jobvisor import JobContext, Registry, RetryPolicy, SignalTimeout
+from jobvisor.tasks import current_job
 
 registry = Registry()
 NO_WAIT = RetryPolicy(base=0.0, cap=0.0, jitter=0.0)
@@ -122,3 +124,61 @@ async def fenced(job: JobContext) -> str:
         await _hold(folder, "after-one")
     await job.step("two", effect, folder, "two")
     return "done"
+
+
+def _ledger_insert(conn: Any) -> str:
+    if isinstance(conn, sqlite3.Connection):
+        return "INSERT INTO ledger VALUES (?, ?)"
+    return "INSERT INTO ledger VALUES (%s, %s)"
+
+
+def book(conn: Any, job_id: str, name: str) -> str:
+    """A transactional step's write through its connection: one ledger row."""
+    conn.execute(_ledger_insert(conn), (job_id, name))
+    return "booked"
+
+
+async def book_async(conn: Any, job_id: str, name: str) -> str:
+    done = conn.execute(_ledger_insert(conn), (job_id, name))
+    if not isinstance(conn, sqlite3.Connection):  # psycopg's AsyncConnection
+        await done
+    return "booked"
+
+
+@registry.handler("ledger", max_attempts=10)
+async def ledger(job: JobContext) -> list[Any]:
+    folder = job.payload["dir"]
+    results = []
+    for name in ("debit", "credit"):
+        results.append(await job.transaction(name, book_async, str(job.id), name))
+        await _hold(folder, f"after-{name}")
+    return results
+
+
+@registry.handler("ledger_sync", max_attempts=10)
+def ledger_sync(job: JobContext) -> list[Any]:
+    folder = job.payload["dir"]
+    results = []
+    for name in ("debit", "credit"):
+        results.append(job.transaction_sync(name, book, str(job.id), name))
+        _hold_sync(folder, f"after-{name}")
+    return results
+
+
+@registry.task(max_attempts=1)
+async def typed_steps(folder: str) -> list[Any]:
+    """A typed task reaches its job's steps through `current_job()`."""
+    job = current_job()
+    assert job is not None
+    first = await job.step("charge", effect, folder, "charge")
+    await job.sleep(0.2)
+    return [first, await job.step("mail", effect, folder, "mail")]
+
+
+@registry.task(max_attempts=1)
+def typed_steps_sync(folder: str) -> list[Any]:
+    job = current_job()
+    assert job is not None
+    first = job.step_sync("charge", effect, folder, "charge")
+    job.sleep_sync(0.2)
+    return [first, job.step_sync("mail", effect, folder, "mail")]

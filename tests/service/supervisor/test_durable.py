@@ -2,7 +2,9 @@
 engines: a worker killed after each step in turn runs no step twice; a sleep
 outlives a SIGTERM rollout; signals before and during a wait are delivered,
 after the job ended refused; a wait times out; a step order changed under a
-job fails it with both names; a worker that lost its lease records no step."""
+job fails it with both names; a worker that lost its lease records no step;
+a worker killed right after each transactional step commits leaves exactly
+one row per step in the table the steps wrote."""
 
 from __future__ import annotations
 
@@ -16,7 +18,7 @@ import pytest
 
 from jobvisor import InvalidArgument, JobStatus, Queue
 from jobvisor.queue import internal
-from tests.support.invariants import assert_invariants
+from tests.support.invariants import assert_invariants, query_all
 from tests.support.service import Service, job
 from tests.support.wait import wait_until
 
@@ -70,6 +72,51 @@ def test_a_worker_killed_after_each_step_runs_each_step_once(
     ]
     assert service.stop() == 0
     assert_invariants(queue.url)
+
+
+@pytest.mark.parametrize("job_type", ["ledger", "ledger_sync"])
+def test_a_worker_killed_after_each_transaction_step_commits_each_once(
+    queue: Queue, tmp_path: Path, start_service: Callable[..., Service], job_type: str
+) -> None:
+    with queue.transaction() as conn:
+        conn.execute("CREATE TABLE ledger (job_id TEXT NOT NULL, step TEXT NOT NULL)")
+    job_id = queue.enqueue(job_type, {"dir": str(tmp_path)}, max_attempts=10)
+    service = start_service(queue.url, tmp_path, APP)
+    for name in ("debit", "credit"):
+        marker = f"after-{name}"
+        wait_until(lambda: _count(tmp_path, marker) >= 1, what=marker)  # noqa: B023
+        worker_id = running_on(queue.url, job_id)
+        assert worker_id
+        os.kill(service.worker_pids()[worker_id], signal.SIGKILL)  # right after the commit
+        service.wait_event("worker.jobs_requeued", worker_id=worker_id, timeout=30)
+        (tmp_path / f"go-after-{name}").touch()
+    wait_until(lambda: _ended(queue, job_id), what="the job ended")
+    done = queue.get(job_id)
+    assert done.status is JobStatus.COMPLETED, done.last_error
+    assert done.result == ["booked", "booked"]
+    (rows,) = query_all(queue.url, ["SELECT job_id, step FROM ledger ORDER BY step DESC"])
+    assert [tuple(r) for r in rows] == [(str(job_id), "debit"), (str(job_id), "credit")]
+    log = internal.service_ops(queue).step_log(job_id)
+    assert [(s.name, s.status) for s in log] == [("debit", "completed"), ("credit", "completed")]
+    assert service.stop() == 0
+    assert_invariants(queue.url)
+
+
+@pytest.mark.parametrize("task", ["typed_steps", "typed_steps_sync"])
+def test_a_typed_task_takes_steps_and_sleeps_through_current_job(
+    queue: Queue, tmp_path: Path, start_service: Callable[..., Service], task: str
+) -> None:
+    job_id = queue.enqueue(task, {"folder": str(tmp_path)}, max_attempts=1)
+    service = start_service(queue.url, tmp_path, APP)
+    wait_until(lambda: _ended(queue, job_id), what="the task ended")
+    done = queue.get(job_id)
+    assert done.status is JobStatus.COMPLETED, done.last_error
+    assert done.result == ["charge done", "mail done"]
+    assert done.attempts == 1  # the sleep parked it without an attempt
+    assert (_count(tmp_path, "charge"), _count(tmp_path, "mail")) == (1, 1)
+    log = internal.service_ops(queue).step_log(job_id)
+    assert [s.name for s in log] == ["charge", "sleep", "mail"]
+    assert service.stop() == 0
 
 
 @pytest.mark.parametrize("job_type", ["sleeper", "sleeper_sync"])

@@ -117,6 +117,7 @@ from .settling import (
 from .steps import (
     PARK_FOREVER,
     EventRead,
+    EventRecord,
     EventWaiting,
     SignalRecord,
     StepHistory,
@@ -157,6 +158,7 @@ __all__ = [
     "ClaimBounds",
     "Ctx",
     "EventRead",
+    "EventRecord",
     "EventWaiting",
     "LimitsSeen",
     "Position",

@@ -74,13 +74,22 @@ class SignalRecord:
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
+class EventRecord:
+    """An event a job published: its key, latest value and when it was set."""
+
+    key: str
+    value: Any
+    set_at: dt.datetime
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
 class StepHistory:
-    """What `jobvisor show` prints of a durable job: its step log, its
-    signals and the keys of its events (with when each was set)."""
+    """What `jobvisor show` and the dashboard's job page show of a durable
+    job: its step log, its signals and its events."""
 
     steps: tuple[StepRecord, ...]
     signals: tuple[SignalRecord, ...]
-    events: tuple[tuple[str, dt.datetime], ...]
+    events: tuple[EventRecord, ...]
 
 
 class Waited(enum.StrEnum):
@@ -164,8 +173,8 @@ def step_log(ctx: Ctx, job_id: uuid.UUID | str) -> Plan[list[StepRecord]]:
 
 
 def step_history(ctx: Ctx, job_id: uuid.UUID | str) -> Plan[StepHistory]:
-    """A job's step log, its signals and its events' keys (empty for a job
-    that never used them, or none such)."""
+    """A job's step log, its signals and its events (empty for a job that
+    never used them, or none such)."""
     jid = _job_id(job_id)
     d = ctx.dialect
     sql = sql_steps.for_dialect(d.name)
@@ -178,7 +187,10 @@ def step_history(ctx: Ctx, job_id: uuid.UUID | str) -> Plan[StepHistory]:
         return StepHistory(
             tuple(_record(ctx, row) for row in rows),
             tuple(SignalRecord(n, _time_out(s) or _never(), _time_out(t)) for n, s, t in signals),
-            tuple((key, _time_out(at) or _never()) for key, at in events),
+            tuple(
+                EventRecord(key, _json_out(ctx, value), _time_out(at) or _never())
+                for key, value, at in events
+            ),
         )
 
     return Plan(steps(), write=False, transaction=False)
@@ -197,10 +209,17 @@ def step_save(
     started: dt.datetime,
     result: str | None = None,
     error: str | None = None,
+    conn: Any = None,
 ) -> Plan[None]:
     """Record the end of step `seq` (`name`) of a held job: completed with
     `result` (JSON text, None for none), or failed with `error` when given.
-    `LeaseLost` when the claim is no longer held: nothing is written."""
+    `LeaseLost` when the claim is no longer held: nothing is written.
+
+    With `conn` (a connection in a transaction the caller opened, see
+    `JobContext.transaction`) the row is written in that transaction and
+    commits with it; on PostgreSQL the transaction's commit then waits for
+    its WAL flush whatever the session says (the application's writes ride
+    in it), and `LeaseLost` leaves the caller to roll back."""
     _held("job", [job])
     d = ctx.dialect
     sql = sql_steps.for_dialect(d.name)
@@ -219,11 +238,13 @@ def step_save(
     }
 
     def steps() -> Steps[None]:
+        if conn is not None and d.name == "postgres":
+            yield Stmt(sql_steps.Postgres.STEP_TX_DURABLE)
         saved = yield Stmt(sql.STEP_SAVE, params)
         if not saved:
             raise LeaseLost(job.id)
 
-    return Plan(steps(), transaction=False)
+    return Plan(steps(), transaction=False, conn=conn)
 
 
 def step_wait(
