@@ -1,27 +1,45 @@
 """A transaction left open on the database is seen coming: the supervisor's
 gauge follows its age, and past `JOBVISOR_XMIN_WARN` a warning names the
-backend in the log and in `/readyz`'s body, which still answers 200."""
+backend in the log and in `/readyz`'s body, which still answers 200.
+
+The supervisor watches the oldest transaction of the whole server, so the test
+runs on a cluster of its own: another test's transaction elsewhere on a shared
+server would be named instead."""
 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import psycopg
+import pytest
 
+import jobvisor
 from jobvisor import Queue
 from tests.support.invariants import assert_invariants
+from tests.support.postgres import throwaway_cluster, with_dbname
 from tests.support.service import Service, by_status, http_get
 from tests.support.wait import wait_until
 
 GAUGE = re.compile(r"^jobvisor_db_oldest_xmin_age_seconds (\S+)$", re.MULTILINE)
 
 
+@pytest.fixture
+def alone_queue() -> Iterator[Queue]:
+    """A migrated queue on a throwaway cluster no other test uses."""
+    with throwaway_cluster() as (_, admin_url):
+        with psycopg.connect(admin_url, autocommit=True) as admin:
+            admin.execute("CREATE DATABASE alone")
+        with jobvisor.connect(with_dbname(admin_url, "alone")) as q:
+            q.migrate()
+            yield q
+
+
 def test_an_open_transaction_raises_the_gauge_and_a_warning_naming_its_pid(
-    pg_queue: Queue, tmp_path: Path, start_service: Callable[..., Service]
+    alone_queue: Queue, tmp_path: Path, start_service: Callable[..., Service]
 ) -> None:
-    url = pg_queue.url
+    url = alone_queue.url
     settings = {"JOBVISOR_HTTP_ADDR": "127.0.0.1:0", "JOBVISOR_XMIN_WARN": "1"}
     service = start_service(url, tmp_path, settings)
     port = int(service.wait_event("http.listening")[0]["port"])
@@ -59,7 +77,7 @@ def test_an_open_transaction_raises_the_gauge_and_a_warning_naming_its_pid(
         wait_until(lambda: gauge() > first, what="the gauge rising")
 
         # Work goes on meanwhile.
-        ids = pg_queue.enqueue_many([{"job_type": "noop"}] * 5)
+        ids = alone_queue.enqueue_many([{"job_type": "noop"}] * 5)
         wait_until(lambda: by_status(url).get("completed") == len(ids), what="the jobs done")
         held.rollback()
 
