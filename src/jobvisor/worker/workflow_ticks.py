@@ -79,6 +79,12 @@ class WorkflowTicks:
         builder = self.builders.get(name) if isinstance(name, str) else None
         if builder is None:
             raise Cancel(f"schedule {short(name)}: this app declares no workflow schedule of it")
+        durable = job._durable  # the worker's own service operations, and its loop
+        if durable is None:
+            raise InvalidArgument(
+                f"schedule {name!r}: a workflow tick's job runs in a jobvisor worker "
+                "(`jobvisor run`); to test a builder, call it with a tick"
+            )
         tick = _tick_of(job)
         workflow = await asyncio.to_thread(builder, tick)  # app code: off the loop
         if not hasattr(workflow, "specs") or not hasattr(workflow, "name"):
@@ -88,6 +94,5 @@ class WorkflowTicks:
             )
         keys = ("schedule", "tick", "manual")
         marks: dict[str, Any] = {key: meta[key] for key in keys if key in meta}
-        svc = job._steps().svc  # the worker's own service operations
-        workflow_id = await svc.enqueue_workflow_once(job.id, workflow, meta=marks)
+        workflow_id = await durable.svc.enqueue_workflow_once(job.id, workflow, meta=marks)
         return str(workflow_id)

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 import jobvisor
-from jobvisor import InvalidArgument, JobStatus, Queue, Registry
+from jobvisor import InvalidArgument, JobStatus, Queue, Registry, testing
 from jobvisor.queue.errors import JobNotFound
 from jobvisor.queue.internal import service_ops
 from jobvisor.worker.loop import Worker
@@ -210,3 +210,14 @@ def test_starting_a_workflow_for_no_job_or_a_bad_workflow_writes_nothing(
         service_ops(q).enqueue_workflow_once(tick_job, jobvisor.Workflow("empty"), meta={})
     assert _workflows(url) == [] and q.summary().total == 1
     assert q.get(tick_job).meta is None
+
+
+def test_a_tick_drained_outside_a_worker_says_where_it_runs(q: Queue, url: str) -> None:
+    registry = _registry(nightly=nightly)
+    service_ops(q).schedule_sync([spec.row(NOW) for spec in registry.schedules])
+    job_id = q.schedule_run("nightly")
+    testing.drain(q, registry=registry, queues=["ticks"])
+    failed = q.get(job_id)
+    assert failed.status is JobStatus.RETRYABLE
+    assert "runs in a jobvisor worker" in (failed.last_error or "")
+    assert _workflows(url) == []
