@@ -7,8 +7,9 @@
     wf.after(c, on_parent_failure="run").add("notify", {"channel": "ops"})
     wf_id = queue.enqueue_workflow(wf)
 
-`wf.add` takes a task (`@registry.task`) with its own arguments, or a job type
-with a payload and `enqueue`'s options. A node's `result` is a placeholder for
+`wf.add` takes a task (`@registry.task`) or a Django task (`@task` on
+`jobvisor.contrib.django.JobvisorBackend`) with its own arguments, or a job
+type with a payload and `enqueue`'s options. A node's `result` is a placeholder for
 what its job returns: passed as an argument (anywhere inside one, a list or
 a dict too), it makes the new job a child of that node and is replaced by the
 result when the child runs. To a type checker a placeholder is the value it
@@ -37,7 +38,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Coroutine, Iterable, Sequence
-from typing import TYPE_CHECKING, Annotated, Any, Generic, TypeAlias, TypeVar, overload
+from typing import TYPE_CHECKING, Annotated, Any, Generic, TypeAlias, TypeGuard, TypeVar, overload
 
 from .queue.errors import InvalidArgument
 from .queue.placeholders import placeholder, placeholder_nodes
@@ -53,9 +54,24 @@ from .queue.workflows import (
 from .tasks import Task, TaskCall
 
 if TYPE_CHECKING:
-    from typing import ParamSpec
+    from collections.abc import Callable
+    from typing import ParamSpec, Protocol
 
     P = ParamSpec("P")
+    R_co = TypeVar("R_co", covariant=True)
+
+    class FrameworkTask(Protocol[P, R_co]):
+        """What a workflow reads of a Django task (`@task`, from
+        `django.tasks` or the `django-tasks` backport)."""
+
+        @property
+        def func(self) -> Callable[P, R_co]: ...
+
+        @property
+        def module_path(self) -> str: ...
+
+        def get_backend(self) -> Any: ...
+
 
 R = TypeVar("R")
 T = TypeVar("T")
@@ -132,6 +148,18 @@ class _After:
     def add(self, task: TaskCall[Any], /) -> Node[Any]: ...
 
     @overload
+    def add(
+        self,
+        task: FrameworkTask[P, Coroutine[Any, Any, R]],
+        /,
+        *args: P.args,
+        **kwargs: P.kwargs,
+    ) -> Node[R]: ...
+
+    @overload
+    def add(self, task: FrameworkTask[P, R], /, *args: P.args, **kwargs: P.kwargs) -> Node[R]: ...
+
+    @overload
     def add(self, task: str, payload: Any = None, /, **options: Any) -> Node[Any]: ...
 
     def add(self, task: Any, /, *args: Any, **kwargs: Any) -> Node[Any]:
@@ -159,6 +187,18 @@ class Workflow:
 
     @overload
     def add(self, task: TaskCall[Any], /) -> Node[Any]: ...
+
+    @overload
+    def add(
+        self,
+        task: FrameworkTask[P, Coroutine[Any, Any, R]],
+        /,
+        *args: P.args,
+        **kwargs: P.kwargs,
+    ) -> Node[R]: ...
+
+    @overload
+    def add(self, task: FrameworkTask[P, R], /, *args: P.args, **kwargs: P.kwargs) -> Node[R]: ...
 
     @overload
     def add(
@@ -247,16 +287,48 @@ def _job_of(task: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[st
         if args or kwargs:
             raise InvalidArgument(f"{task.job_type}: a task call takes no further arguments")
         return task.enqueue_arguments()
+    if _is_framework_task(task):
+        return _framework_job(task, args, kwargs)
     if isinstance(task, str):
         if len(args) > 1:
             raise InvalidArgument(
                 f"{task}: expected a job type, one payload and enqueue options by keyword"
             )
         return {"job_type": task, "payload": args[0] if args else None, **kwargs}
-    raise InvalidArgument(f"{short(task)}: expected a task, a task call or a job type")
+    raise InvalidArgument(
+        f"{short(task)}: expected a task, a task call, a Django task or a job type"
+    )
 
 
-Step: TypeAlias = "Task[Any, Any] | TaskCall[Any] | str | tuple[str, Any]"
+def _is_framework_task(task: Any) -> TypeGuard[FrameworkTask[..., Any]]:
+    """Whether `task` is a Django task (`django.tasks` or the backport's):
+    read by its shape, so that a workflow needs no Django to be built."""
+    return (
+        not isinstance(task, str | Task | TaskCall)
+        and callable(getattr(task, "get_backend", None))
+        and isinstance(getattr(task, "module_path", None), str)
+        and callable(getattr(task, "func", None))
+    )
+
+
+def _framework_job(task: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
+    """`enqueue`'s arguments for a Django task's call, from its backend
+    (`jobvisor.contrib.django.JobvisorBackend.workflow_job`): the job its
+    `enqueue` would write. A task on another backend is refused: no worker
+    of this queue would run it as that backend does."""
+    backend = task.get_backend()
+    make = getattr(backend, "workflow_job", None)
+    if not callable(make):
+        raise InvalidArgument(
+            f"{task.module_path}: a Django task on backend {short(getattr(task, 'backend', None))} "
+            f"({type(backend).__module__}.{type(backend).__qualname__}); a workflow takes a "
+            "Django task whose backend is jobvisor.contrib.django.JobvisorBackend"
+        )
+    job: dict[str, Any] = make(task, args, kwargs)
+    return job
+
+
+Step: TypeAlias = "Task[Any, Any] | TaskCall[Any] | FrameworkTask[..., Any] | str | tuple[str, Any]"
 
 
 def _first(wf: Workflow, step: Step) -> Node[Any]:
@@ -265,7 +337,7 @@ def _first(wf: Workflow, step: Step) -> Node[Any]:
         return wf.add(job_type, payload)
     if isinstance(step, Task):
         return wf.add(step.args())
-    if isinstance(step, TaskCall):
+    if isinstance(step, TaskCall) or _is_framework_task(step):
         return wf.add(step)
     return wf.add(step)
 
@@ -273,16 +345,17 @@ def _first(wf: Workflow, step: Step) -> Node[Any]:
 def chain(*steps: Step, name: str = "chain") -> Workflow:
     """A workflow of jobs one after the other, each taking the one before's
     result. The first step is a task call (`fetch.args(day=...)`), a task
-    taking no arguments, a job type, or a `(job_type, payload)` pair; each
-    later one is a task, called with the previous result as its one
-    positional argument, or a job type, whose payload is
+    or Django task taking no arguments, a job type, or a `(job_type,
+    payload)` pair; each later one is a task or a Django task, called with
+    the previous result as its one positional argument, or a job type, whose
+    payload is
     `{"previous": <the previous result>}`. A failure cancels the rest."""
     if not steps:
         raise InvalidArgument("chain: expected at least one step")
     wf = Workflow(name)
     previous = _first(wf, steps[0])
     for index, step in enumerate(steps[1:], start=1):
-        if isinstance(step, Task):
+        if isinstance(step, Task) or _is_framework_task(step):
             previous = wf.add(step, previous.result)
         elif isinstance(step, str):
             previous = wf.add(step, {"previous": previous.result})

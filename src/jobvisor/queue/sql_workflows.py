@@ -159,6 +159,19 @@ class Postgres:
         "SELECT workflow_id, node FROM jobvisor_jobs WHERE id = %(id)s"
     )
 
+    WORKFLOW_START_MARK: Final[LiteralString] = (
+        # A job records the workflow it starts, only if it has started none:
+        # the row lock makes a second caller wait, then match nothing.
+        "UPDATE jobvisor_jobs SET meta = coalesce(meta, '{}')"
+        " || jsonb_build_object('workflow', %(workflow)s::text)"
+        " WHERE id = %(id)s AND meta -> 'workflow' IS NULL RETURNING id"
+    )
+
+    WORKFLOW_STARTED_BY: Final[LiteralString] = (
+        # The workflow a job started (NULL: none; no row: no such job).
+        "SELECT meta ->> 'workflow' FROM jobvisor_jobs WHERE id = %(id)s"
+    )
+
     WORKFLOW_STATE_COUNTS: Final[LiteralString] = (
         # Every workflow by state: active while a job of it is unfinished,
         # else completed when all completed, else failed.
@@ -299,6 +312,18 @@ class Sqlite:
     WORKFLOW_OF_JOB: Final[LiteralString] = (
         # The workflow and node key of a job (NULLs: it belongs to none).
         "SELECT workflow_id, node FROM jobvisor_jobs WHERE id = :id"
+    )
+
+    WORKFLOW_START_MARK: Final[LiteralString] = (
+        # A job records the workflow it starts, only if it has started none
+        # (one writer at a time: a second caller matches nothing).
+        "UPDATE jobvisor_jobs SET meta = json_set(coalesce(meta, '{}'), '$.workflow', :workflow)"
+        " WHERE id = :id AND json_extract(meta, '$.workflow') IS NULL RETURNING id"
+    )
+
+    WORKFLOW_STARTED_BY: Final[LiteralString] = (
+        # The workflow a job started (NULL: none; no row: no such job).
+        "SELECT json_extract(meta, '$.workflow') FROM jobvisor_jobs WHERE id = :id"
     )
 
     WORKFLOW_STATE_COUNTS: Final[LiteralString] = (

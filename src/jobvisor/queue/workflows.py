@@ -182,7 +182,9 @@ def _check_node(index: int, spec: Any, keys: dict[str, int]) -> NewJob:
     return job
 
 
-def _check(ctx: Ctx, workflow: WorkflowSpec, workflow_id: uuid.UUID) -> _Checked:
+def _check(
+    ctx: Ctx, workflow: WorkflowSpec, workflow_id: uuid.UUID, meta: str | None = None
+) -> _Checked:
     validate.name("workflow name", getattr(workflow, "name", None))
     specs = list(getattr(workflow, "specs", None) or ())
     if not specs:
@@ -219,7 +221,7 @@ def _check(ctx: Ctx, workflow: WorkflowSpec, workflow_id: uuid.UUID) -> _Checked
         jobs,
         dialect=ctx.dialect,
         max_payload_bytes=ctx.max_payload_bytes,
-        meta=None,
+        meta=meta,
         require_correlation_id=False,
     )
     return _Checked(rows, edges, waiting_on)
@@ -235,43 +237,73 @@ def enqueue_workflow(ctx: Ctx, workflow: WorkflowSpec, *, conn: Any = None) -> P
     option or parent."""
     (workflow_id,) = new_job_ids(1)
     checked = _check(ctx, workflow, workflow_id)
-    specs = list(workflow.specs)
+    return Plan(_insert(ctx, workflow, workflow_id, checked), conn=conn)
+
+
+def enqueue_workflow_once(
+    ctx: Ctx, job_id: uuid.UUID | str, workflow: WorkflowSpec, *, meta: Mapping[str, Any]
+) -> Plan[uuid.UUID]:
+    """Insert `workflow` as the one workflow the job `job_id` starts (a
+    schedule's tick: `jobvisor.worker.workflow_ticks`), each of its jobs
+    with `meta`: in one transaction, the job's `meta.workflow` is set to the
+    new workflow's id, only where it holds none, and the workflow goes in.
+    A job that started one already (an attempt run again after a crash, two
+    workers on one tick) writes nothing and gets that workflow's id, so a
+    job starts one workflow however often it runs. `JobNotFound` for no
+    such job; `InvalidArgument` (nothing written) as `enqueue_workflow`."""
+    jid = _job_id(job_id)
+    (workflow_id,) = new_job_ids(1)
+    checked = _check(ctx, workflow, workflow_id, ctx.dialect.meta(dict(meta)))
     d = ctx.dialect
     sql = sql_workflows.for_dialect(d.name)
 
     def steps() -> Steps[uuid.UUID]:
-        (now,) = yield Stmt(d.sql.CLOCK_NOW, {"now": ctx.now()}, fetch="one")
-        rows = checked.rows
-        rows.timed(d, now)
-        wid = d.id(workflow_id)
-        for index, row in enumerate(rows.rows):
-            waiting = checked.waiting_on[index]
-            status = JobStatus.WAITING if waiting else JobStatus.PENDING
-            row.extend((wid, specs[index].key, status.value, waiting))
-        yield Stmt(sql.WORKFLOW_INSERT, {"id": wid, "name": workflow.name, "now": now})
-        yield Stmt(
-            sql.WORKFLOW_JOBS_COPY,
-            fetch="copy",
-            rows=rows.rows,
-            types=(*d.copy_types, "uuid", "text", "text", "int4") if d.copy_types else (),
-        )
-        if checked.edges:
-            ids = rows.ids
-            edges = [
-                [wid, d.id(ids[parent]), d.id(ids[child]), policy, takes]
-                for parent, child, policy, takes in checked.edges
-            ]
-            types = ("uuid", "uuid", "uuid", "text", "bool") if d.copy_types else ()
-            yield Stmt(sql.WORKFLOW_EDGES_COPY, fetch="copy", rows=edges, types=types)
-        if d.notifies:
-            queues = {
-                row[bulk.QUEUE] for i, row in enumerate(rows.rows) if not checked.waiting_on[i]
-            }
-            for queue in sorted(queues):
-                yield Stmt(d.sql.JOB_NOTIFY, {"queue": queue}, fetch="all")
-        return workflow_id
+        mark = {"id": d.id(jid), "workflow": str(workflow_id)}
+        if (yield Stmt(sql.WORKFLOW_START_MARK, mark, fetch="one")) is None:
+            row = yield Stmt(sql.WORKFLOW_STARTED_BY, {"id": d.id(jid)}, fetch="one")
+            if row is None:
+                raise JobNotFound(jid)
+            return uuid.UUID(str(row[0]))
+        return (yield from _insert(ctx, workflow, workflow_id, checked))
 
-    return Plan(steps(), conn=conn)
+    return Plan(steps())
+
+
+def _insert(
+    ctx: Ctx, workflow: WorkflowSpec, workflow_id: uuid.UUID, checked: _Checked
+) -> Steps[uuid.UUID]:
+    """The statements of a checked workflow's insert."""
+    specs = list(workflow.specs)
+    d = ctx.dialect
+    sql = sql_workflows.for_dialect(d.name)
+    (now,) = yield Stmt(d.sql.CLOCK_NOW, {"now": ctx.now()}, fetch="one")
+    rows = checked.rows
+    rows.timed(d, now)
+    wid = d.id(workflow_id)
+    for index, row in enumerate(rows.rows):
+        waiting = checked.waiting_on[index]
+        status = JobStatus.WAITING if waiting else JobStatus.PENDING
+        row.extend((wid, specs[index].key, status.value, waiting))
+    yield Stmt(sql.WORKFLOW_INSERT, {"id": wid, "name": workflow.name, "now": now})
+    yield Stmt(
+        sql.WORKFLOW_JOBS_COPY,
+        fetch="copy",
+        rows=rows.rows,
+        types=(*d.copy_types, "uuid", "text", "text", "int4") if d.copy_types else (),
+    )
+    if checked.edges:
+        ids = rows.ids
+        edges = [
+            [wid, d.id(ids[parent]), d.id(ids[child]), policy, takes]
+            for parent, child, policy, takes in checked.edges
+        ]
+        types = ("uuid", "uuid", "uuid", "text", "bool") if d.copy_types else ()
+        yield Stmt(sql.WORKFLOW_EDGES_COPY, fetch="copy", rows=edges, types=types)
+    if d.notifies:
+        queues = {row[bulk.QUEUE] for i, row in enumerate(rows.rows) if not checked.waiting_on[i]}
+        for queue in sorted(queues):
+            yield Stmt(d.sql.JOB_NOTIFY, {"queue": queue}, fetch="all")
+    return workflow_id
 
 
 # --- reading, cancelling, retrying ---------------------------------------------

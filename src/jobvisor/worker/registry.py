@@ -40,8 +40,10 @@ from ..queue.model import (
     RetryPolicy,
     Unique,
 )
+from ..queue.workflows import WorkflowSpec
 from ..schedules import InvalidSchedule, ScheduleSpec
 from ..tasks import Task
+from .workflow_ticks import WORKFLOW_TICK, WorkflowTicks, check_builder
 
 F = TypeVar("F", bound=Callable[..., Any])
 P = ParamSpec("P")
@@ -95,6 +97,7 @@ class Registry:
         self._schedules: dict[str, ScheduleSpec] = {}
         self._tasks: dict[str, Task[Any, Any]] = {}
         self._bound: dict[type, Queue | AsyncQueue] = {}
+        self._workflow_ticks = WorkflowTicks()
 
     def handler(
         self,
@@ -301,8 +304,9 @@ class Registry:
         *,
         cron: str | None = None,
         every: float | dt.timedelta | None = None,
-        job_type: str,
+        job_type: str | None = None,
         payload: Any = None,
+        workflow: Callable[[dt.datetime], WorkflowSpec] | None = None,
         queue: str = "default",
         priority: int = 0,
         timezone: str = "UTC",
@@ -313,8 +317,25 @@ class Registry:
         The supervisors' maintenance leader enqueues each tick once across all
         hosts; `catch_up` ("skip", "latest", "all") says what happens to the
         ticks missed while no supervisor ran (`jobvisor.schedules.CatchUp`).
-        A bad option, expression or zone, or a name already taken, raises
-        `InvalidSchedule` (an `InvalidArgument`)."""
+        With `workflow=` instead of `job_type` and `payload`, each tick starts
+        the workflow `workflow(tick)` returns, once (see
+        `jobvisor.worker.workflow_ticks`; `queue` and `priority` are those of
+        the tick's job, which builds it). A bad option, expression or zone,
+        or a name already taken, raises `InvalidSchedule` (an
+        `InvalidArgument`)."""
+        if workflow is not None:
+            if job_type is not None or payload is not None:
+                raise InvalidSchedule(
+                    f"schedule {name!r}: job_type={job_type!r} and a workflow: expected one "
+                    "of them (a workflow schedule takes no job_type or payload)"
+                )
+            try:
+                builder = check_builder(name, workflow)
+            except InvalidArgument as exc:
+                raise InvalidSchedule(str(exc)) from None
+            job_type = WORKFLOW_TICK
+        elif job_type is None:
+            raise InvalidSchedule(f"schedule {name!r}: expected a job_type or a workflow")
         spec = ScheduleSpec.build(
             name,
             cron=cron,
@@ -329,6 +350,10 @@ class Registry:
         if name in self._schedules:
             raise InvalidSchedule(f"schedule {name!r}: a schedule of that name is already declared")
         self._schedules[name] = spec
+        if workflow is not None:
+            if WORKFLOW_TICK not in self._handlers:
+                self.add(WORKFLOW_TICK, self._workflow_ticks.run)
+            self._workflow_ticks.builders[name] = builder
         return spec
 
     @property

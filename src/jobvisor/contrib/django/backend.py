@@ -38,6 +38,7 @@ from .compat import (
     TaskResult,
     TaskResultDoesNotExist,
     TaskResultStatus,
+    normalize_json,
     set_frozen,
     task_enqueued,
 )
@@ -128,15 +129,9 @@ class JobvisorBackend(BaseTaskBackend):  # type: ignore[misc]
             errors=[],
             worker_ids=[],
         )  # normalises the arguments to JSON, or raises
+        job = self._job(task, result.args, result.kwargs)
         try:
-            job_id = self.queue.enqueue(
-                task.module_path,
-                payload(result.args, result.kwargs, self.alias),
-                queue=task.queue_name,
-                priority=task.priority,
-                run_at=_aware(task.run_after),
-                max_attempts=self.max_attempts,
-            )
+            job_id = self.queue.enqueue(job.pop("job_type"), job.pop("payload"), **job)
         except InvalidArgument as exc:  # the task and its options passed: the arguments
             raise ValueError(f"{task.module_path}: {exc}") from None
         set_frozen(result, "id", str(job_id))
@@ -145,6 +140,30 @@ class JobvisorBackend(BaseTaskBackend):  # type: ignore[misc]
         set_frozen(result, "enqueued_at", self.queue.get(job_id).created_at)
         task_enqueued.send(type(self), task_result=result)
         return result
+
+    def workflow_job(
+        self, task: Any, args: Sequence[Any], kwargs: Mapping[str, Any]
+    ) -> dict[str, Any]:
+        """A workflow node of `task` called with `args` and `kwargs`
+        (`jobvisor.Workflow.add(task, ...)` asks the task's backend): the
+        job `enqueue` would write, as `enqueue`'s arguments, written with the
+        workflow. A placeholder among the arguments (a node's `result`) is a
+        JSON object and passes as it is; the worker puts the parent's result
+        in its place before the task is called. The task's checks and the
+        arguments' `TypeError` as in `enqueue`."""
+        self.validate_task(task)
+        return self._job(task, normalize_json(list(args)), normalize_json(dict(kwargs)))
+
+    def _job(self, task: Any, args: Any, kwargs: Any) -> dict[str, Any]:
+        """`enqueue`'s arguments for a call of `task` (arguments made JSON)."""
+        return {
+            "job_type": task.module_path,
+            "payload": payload(args, kwargs, self.alias),
+            "queue": task.queue_name,
+            "priority": task.priority,
+            "run_at": _aware(task.run_after),
+            "max_attempts": self.max_attempts,
+        }
 
     def get_result(self, result_id: str) -> Any:
         """The task's result as the queue has it now; `TaskResultDoesNotExist`

@@ -28,6 +28,7 @@ from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 from django.utils.module_loading import module_has_submodule
 
+from ...queue import placeholders
 from ...queue.model import Job, JobStatus
 from ...queue.ops import MAX_ERROR_CHARS
 from ...queue.validate import short
@@ -136,8 +137,14 @@ def payload(args: Sequence[Any], kwargs: Mapping[str, Any], backend: str) -> dic
 
 
 def call_of(job: Job) -> tuple[list[Any], dict[str, Any]]:
-    """(args, kwargs) of a task's job."""
-    data = job.payload if isinstance(job.payload, dict) else {}
+    """(args, kwargs) of a task's job. In a workflow job no longer waiting,
+    each placeholder is its parent's result (None for a parent that failed
+    under the "run" policy), as the task is called with it."""
+    data: Any = job.payload
+    parents = placeholders.parent_results(job.meta)
+    if job.status is not JobStatus.WAITING and (parents or placeholders.failed_parents(job.meta)):
+        data = placeholders.substitute(data, parents)
+    data = data if isinstance(data, dict) else {}
     return list(data.get("args") or []), dict(data.get("kwargs") or {})
 
 
