@@ -15,6 +15,10 @@ DOCS_STAMP := $(VENV)/.jobvisor-docs-installed
 RELEASE_STAMP := $(VENV)/.jobvisor-release-installed
 CHECKED := src tests bench examples tools
 PYTEST_ARGS ?=
+# The suite runs in parallel (pytest-xdist): most tests wait on processes and
+# the database rather than on a CPU, so more workers than cores pay.
+# `make test TEST_WORKERS=0` runs it in one process.
+TEST_WORKERS ?= 4
 BENCH_ARGS ?=
 
 .DEFAULT_GOAL := help
@@ -72,7 +76,7 @@ typecheck: $(STAMP)
 	$(BIN)/mypy
 
 pytest: $(STAMP)
-	$(BIN)/pytest --durations=25 $(PYTEST_ARGS)
+	$(BIN)/pytest -n $(TEST_WORKERS) --dist worksteal --durations=25 $(PYTEST_ARGS)
 
 # No database server, no process: the unit tests and the queue's contract on
 # SQLite (tests/conftest.py leaves out what needs PostgreSQL).

@@ -12,7 +12,7 @@ import sys
 import urllib.error
 import urllib.request
 import uuid
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -60,13 +60,38 @@ def clean_env(url: str, settings: Mapping[str, str] | None = None) -> dict[str, 
     return env
 
 
-def _is_alive(pid: int) -> bool:
-    """Running and not a zombie."""
+def _stat(pid: int) -> list[str] | None:
+    """The fields of /proc/PID/stat after the command name (state first)."""
     try:
         stat = Path(f"/proc/{pid}/stat").read_text()
     except OSError:
-        return False
-    return stat.rsplit(")", 1)[1].split()[0] != "Z"
+        return None
+    return stat.rsplit(")", 1)[1].split()
+
+
+def _is_alive(pid: int) -> bool:
+    """Running and not a zombie."""
+    fields = _stat(pid)
+    return fields is not None and fields[0] != "Z"
+
+
+def births(pids: Iterable[int]) -> dict[int, str]:
+    """Each live pid with its start time: `any_alive` tells the same process
+    from a new one given its pid (pids wrap around fast on a busy machine)."""
+    found = {}
+    for pid in pids:
+        fields = _stat(pid)
+        if fields is not None and fields[0] != "Z":
+            found[pid] = fields[19]  # starttime, field 22 of stat
+    return found
+
+
+def any_alive(born: dict[int, str]) -> bool:
+    """Whether any of these processes (as `births` saw them) still runs."""
+    return any(
+        (fields := _stat(pid)) is not None and fields[0] != "Z" and fields[19] == start
+        for pid, start in born.items()
+    )
 
 
 def children_of(pid: int) -> set[int]:

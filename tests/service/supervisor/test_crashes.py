@@ -16,7 +16,7 @@ from jobvisor import Queue
 from jobvisor.exitcodes import ExitCode
 from jobvisor.worker.protocol import EXIT_BOOT_FAILED
 from tests.support.invariants import assert_invariants
-from tests.support.service import Service, by_status, is_alive, job, jobs
+from tests.support.service import Service, any_alive, births, by_status, is_alive, job, jobs
 from tests.support.wait import wait_until
 
 
@@ -145,13 +145,13 @@ def test_kill_9_of_the_parent_makes_its_workers_exit(
     pg_queue.enqueue("sleep", {"seconds": 1})
     service = start_service(url, tmp_path, {"JOBVISOR_SHUTDOWN_TIMEOUT": "2"})
     service.wait_ready()
-    workers = set(service.worker_pids().values())
-    assert workers == service.live_workers()
+    workers = births(service.worker_pids().values())
+    assert set(workers) == service.live_workers()
 
     os.kill(service.pid, signal.SIGKILL)
     service.wait_exit(10)
 
-    wait_until(lambda: not any(is_alive(pid) for pid in workers), timeout=30,
+    wait_until(lambda: not any_alive(workers), timeout=30,
                what="the orphaned workers to exit")  # fmt: skip
     assert by_status(url).get("running", 0) == 0
     assert_invariants(url)

@@ -19,7 +19,7 @@ import jobvisor
 from jobvisor import JobStatus, Queue
 from tests.service.supervisor.workflow_app import counted, flaky, gather, sleeper, step
 from tests.support.invariants import assert_invariants
-from tests.support.service import Service, is_alive
+from tests.support.service import Service, any_alive, births
 from tests.support.wait import wait_until
 
 APP = {"JOBVISOR_APP": "tests.service.supervisor.workflow_app:registry"}
@@ -193,11 +193,11 @@ def test_the_supervisor_killed_mid_fan_in_loses_nothing_and_the_child_fires_once
         return counts.get(JobStatus.COMPLETED, 0) >= 200
 
     wait_until(some_done, what="a part of the fan-out done")
-    workers = first.worker_pids()
+    workers = births(first.worker_pids().values())
     os.kill(first.pid, signal.SIGKILL)
     first.wait_exit(30)
     # Its workers see their parent gone and stop; none may run on.
-    wait_until(lambda: not any(is_alive(pid) for pid in workers.values()), timeout=90,
+    wait_until(lambda: not any_alive(workers), timeout=90,
                what="the orphaned workers gone")  # fmt: skip
     counts = queue.workflow(wid).counts
     assert counts.get(JobStatus.WAITING) == 1 and counts.get(JobStatus.COMPLETED, 0) < 1002
