@@ -29,7 +29,8 @@ from typing import Any, Final
 
 from ..correlation import current_correlation_id
 from . import ops, validate
-from .batch_sql import for_dialect
+from .drivers.postgres.sql.batches import BatchSql as PostgresBatchSql
+from .drivers.sqlite.sql.batches import BatchSql as SqliteBatchSql
 from .errors import BatchFinished, BatchNotFound, InvalidArgument
 from .jsonvalue import payload_json
 from .model import Job, JobStatus, NewJob, new_job_id
@@ -78,6 +79,11 @@ class BatchPage:
 
     jobs: list[Job]
     cursor: str | None
+
+
+def for_dialect(name: str) -> type[PostgresBatchSql] | type[SqliteBatchSql]:
+    """The batch statements of the engine called `name`."""
+    return PostgresBatchSql if name == "postgres" else SqliteBatchSql
 
 
 def batch_id_of(value: uuid.UUID | str) -> uuid.UUID:

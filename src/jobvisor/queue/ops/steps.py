@@ -28,7 +28,9 @@ import json
 import uuid
 from typing import Any, Final
 
-from .. import sql_steps, validate
+from .. import validate
+from ..drivers.postgres.sql.steps import StepSql as PostgresStepSql
+from ..drivers.sqlite.sql.steps import StepSql as SqliteStepSql
 from ..errors import EventNotSet, InvalidArgument, JobNotFound, LeaseLost
 from ..jsonvalue import payload_json
 from ..model import TERMINAL, UTC, Job, JobStatus
@@ -108,6 +110,11 @@ class Wait:
     payload: Any = None
 
 
+def _step_sql(name: str) -> type[PostgresStepSql] | type[SqliteStepSql]:
+    """The step statements of the engine called `name`."""
+    return PostgresStepSql if name == "postgres" else SqliteStepSql
+
+
 def _time_out(value: Any) -> dt.datetime | None:
     if value is None or isinstance(value, dt.datetime):
         return value
@@ -163,7 +170,7 @@ def step_log(ctx: Ctx, job_id: uuid.UUID | str) -> Plan[list[StepRecord]]:
     """A job's step log, in order (one statement: the worker reads it once
     per attempt, at the first step)."""
     jid = _job_id(job_id)
-    sql = sql_steps.for_dialect(ctx.dialect.name)
+    sql = _step_sql(ctx.dialect.name)
 
     def steps() -> Steps[list[StepRecord]]:
         rows = yield Stmt(sql.STEP_LIST, {"id": ctx.dialect.id(jid)}, fetch="all")
@@ -177,7 +184,7 @@ def step_history(ctx: Ctx, job_id: uuid.UUID | str) -> Plan[StepHistory]:
     never used them, or none such)."""
     jid = _job_id(job_id)
     d = ctx.dialect
-    sql = sql_steps.for_dialect(d.name)
+    sql = _step_sql(d.name)
 
     def steps() -> Steps[StepHistory]:
         params = {"id": d.id(jid)}
@@ -222,7 +229,7 @@ def step_save(
     in it), and `LeaseLost` leaves the caller to roll back."""
     _held("job", [job])
     d = ctx.dialect
-    sql = sql_steps.for_dialect(d.name)
+    sql = _step_sql(d.name)
     if result is not None and not isinstance(result, str):
         raise InvalidArgument(f"result={validate.short(result)}: expected JSON text")
     params = {
@@ -239,7 +246,7 @@ def step_save(
 
     def steps() -> Steps[None]:
         if conn is not None and d.name == "postgres":
-            yield Stmt(sql_steps.Postgres.STEP_TX_DURABLE)
+            yield Stmt(PostgresStepSql.STEP_TX_DURABLE)
         saved = yield Stmt(sql.STEP_SAVE, params)
         if not saved:
             raise LeaseLost(job.id)
@@ -269,7 +276,7 @@ def step_wait(
     claim is no longer held: nothing is written."""
     _held("job", [job])
     d = ctx.dialect
-    sql = sql_steps.for_dialect(d.name)
+    sql = _step_sql(d.name)
     seconds = (
         None if timeout is None else validate.seconds("timeout", timeout, high=validate.MAX_DELAY)
     )
@@ -321,7 +328,7 @@ def signal(ctx: Ctx, job_id: uuid.UUID | str, name: str, payload: Any = None) ->
     finished (nothing would ever take the signal) or for a bad name or payload."""
     jid = _job_id(job_id)
     d = ctx.dialect
-    sql = sql_steps.for_dialect(d.name)
+    sql = _step_sql(d.name)
     params = {
         "id": d.id(jid),
         "signal": validate.name("signal", name),
@@ -349,7 +356,7 @@ def event_set(ctx: Ctx, job: Job, key: str, value: Any) -> Plan[None]:
     no longer held: nothing is written."""
     _held("job", [job])
     d = ctx.dialect
-    sql = sql_steps.for_dialect(d.name)
+    sql = _step_sql(d.name)
     params = {
         "id": d.id(job.id),
         "token": d.token(job),
@@ -379,7 +386,7 @@ def event_read(ctx: Ctx, job_id: uuid.UUID | str, key: str) -> Plan[EventRead]:
     """The job's status and its value of `key`; `JobNotFound` if there is no such job."""
     jid = _job_id(job_id)
     d = ctx.dialect
-    sql = sql_steps.for_dialect(d.name)
+    sql = _step_sql(d.name)
     params = {"id": d.id(jid), "key": validate.name("event key", key)}
 
     def steps() -> Steps[EventRead]:
