@@ -188,19 +188,13 @@ class Durable:
         if entry is not None and entry.status is ops.StepStatus.COMPLETED:
             return entry.result
         started = _now()
-        for tried in range(count + 1):
-            try:
-                value = fn(*args, **kwargs)
-                if inspect.isawaitable(value):
-                    value = await value
-            except Exception as exc:
-                if tried < count:
-                    await asyncio.sleep(policy.delay(tried + 1, self.job.id))
-                    continue
-                await self.save(seq, key, started, error=_error(exc))
-                raise
-            return await self.save(seq, key, started, result=value)
-        raise AssertionError("unreachable")  # pragma: no cover
+
+        async def once() -> Any:
+            value = fn(*args, **kwargs)
+            return await value if inspect.isawaitable(value) else value
+
+        value = await self._tries(once, count, policy, seq=seq, key=key, started=started)
+        return await self.save(seq, key, started, result=value)
 
     def step_sync(
         self,
@@ -219,17 +213,10 @@ class Durable:
         if entry is not None and entry.status is ops.StepStatus.COMPLETED:
             return entry.result
         started = _now()
-        for tried in range(count + 1):
-            try:
-                value = fn(*args, **kwargs)
-            except Exception as exc:
-                if tried < count:
-                    time.sleep(policy.delay(tried + 1, self.job.id))
-                    continue
-                self.call(self.save(seq, key, started, error=_error(exc)))
-                raise
-            return self.call(self.save(seq, key, started, result=value))
-        raise AssertionError("unreachable")  # pragma: no cover
+        value = self._tries_sync(
+            lambda: fn(*args, **kwargs), count, policy, seq=seq, key=key, started=started
+        )
+        return self.call(self.save(seq, key, started, result=value))
 
     async def transaction(
         self,
@@ -248,26 +235,20 @@ class Durable:
         if entry is not None and entry.status is ops.StepStatus.COMPLETED:
             return entry.result
         started = _now()
-        for tried in range(count + 1):
-            try:
-                async with self.svc.step_transaction() as conn:
-                    value = fn(conn, *args, **kwargs)
-                    if inspect.isawaitable(value):
-                        value = await value
-                    text = ops.result_json(value, self.max_result_bytes)
-                    await self.svc.step_save(
-                        self.job, seq, key, started=started, result=text, conn=conn
-                    )
-            except LeaseLost:
-                raise  # rolled back; whoever holds the job now runs the step
-            except Exception as exc:
-                if tried < count:
-                    await asyncio.sleep(policy.delay(tried + 1, self.job.id))
-                    continue
-                await self.save(seq, key, started, error=_error(exc))
-                raise
-            return None if text is None else json.loads(text)
-        raise AssertionError("unreachable")  # pragma: no cover
+
+        async def once() -> str | None:
+            async with self.svc.step_transaction() as conn:
+                value = fn(conn, *args, **kwargs)
+                if inspect.isawaitable(value):
+                    value = await value
+                text = ops.result_json(value, self.max_result_bytes)
+                await self.svc.step_save(
+                    self.job, seq, key, started=started, result=text, conn=conn
+                )
+            return text
+
+        text = await self._tries(once, count, policy, seq=seq, key=key, started=started)
+        return None if text is None else json.loads(text)
 
     def transaction_sync(
         self,
@@ -287,21 +268,70 @@ class Durable:
             return entry.result
         started = _now()
         svc = self.svc.threads()
-        for tried in range(count + 1):
+
+        def once() -> str | None:
+            with svc.step_transaction() as conn:
+                text = ops.result_json(fn(conn, *args, **kwargs), self.max_result_bytes)
+                svc.step_save(self.job, seq, key, started=started, result=text, conn=conn)
+            return text
+
+        text = self._tries_sync(once, count, policy, seq=seq, key=key, started=started)
+        return None if text is None else json.loads(text)
+
+    async def _tries(
+        self,
+        once: Callable[[], Awaitable[T]],
+        count: int,
+        policy: RetryPolicy,
+        *,
+        seq: int,
+        key: str,
+        started: dt.datetime,
+    ) -> T:
+        """`once()`, tried again `count` times with `policy`'s delays while it
+        raises; the last error is recorded in the step's entry and raised. A
+        lost lease is raised at once (the transaction rolled back): whoever
+        holds the job now runs the step."""
+        for tried in range(count):
             try:
-                with svc.step_transaction() as conn:
-                    text = ops.result_json(fn(conn, *args, **kwargs), self.max_result_bytes)
-                    svc.step_save(self.job, seq, key, started=started, result=text, conn=conn)
+                return await once()
             except LeaseLost:
                 raise
-            except Exception as exc:
-                if tried < count:
-                    time.sleep(policy.delay(tried + 1, self.job.id))
-                    continue
-                self.call(self.save(seq, key, started, error=_error(exc)))
+            except Exception:
+                await asyncio.sleep(policy.delay(tried + 1, self.job.id))
+        try:
+            return await once()
+        except LeaseLost:
+            raise
+        except Exception as exc:
+            await self.save(seq, key, started, error=_error(exc))
+            raise
+
+    def _tries_sync(
+        self,
+        once: Callable[[], T],
+        count: int,
+        policy: RetryPolicy,
+        *,
+        seq: int,
+        key: str,
+        started: dt.datetime,
+    ) -> T:
+        """`_tries` for a thread handler: `once` runs in the handler's thread."""
+        for tried in range(count):
+            try:
+                return once()
+            except LeaseLost:
                 raise
-            return None if text is None else json.loads(text)
-        raise AssertionError("unreachable")  # pragma: no cover
+            except Exception:
+                time.sleep(policy.delay(tried + 1, self.job.id))
+        try:
+            return once()
+        except LeaseLost:
+            raise
+        except Exception as exc:
+            self.call(self.save(seq, key, started, error=_error(exc)))
+            raise
 
     # --- from a thread handler ------------------------------------------------
 
