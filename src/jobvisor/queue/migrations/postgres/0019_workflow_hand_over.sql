@@ -3,19 +3,23 @@
 -- parents of one fan-in updated the child's row 200 times in one statement,
 -- each time a new version of the row that the next update had to walk past,
 -- and held its lock while doing so. This one runs once per UPDATE statement
--- on the jobs table, over the statement's transition tables: it settles the
--- edges of every parent the statement ended, and updates each child once,
--- with the count of its parents handed over, their results and their
--- failures together.
+-- on the jobs table, over the statement's new rows (its transition table):
+-- it settles the open edges of every workflow job the statement left
+-- completed, dead or cancelled (an edge settles once, so a job that had
+-- ended before hands nothing over again), and updates each child once, with
+-- the count of its parents handed over, their results and their failures
+-- together. A child made pending is due from its last parent's ending (or
+-- later, when it was enqueued to run later): it lands ahead of the bounds of
+-- bounded claims, not behind them.
 --
--- Exactly once: each child's row is locked in id order (no two hand-overs
--- wait for each other in a cycle), and its new count is computed from the
--- row as it is once locked (READ COMMITTED re-reads a row another transaction
--- changed meanwhile), so of two transactions ending a child's last parents
--- only the one that brings the count to zero makes it pending. A child made
--- cancelled ends in that same UPDATE, which fires this trigger again: the
--- cascade. A statement that ends no workflow job pays the capture of its
--- rows and one look at them.
+-- Exactly once: the children are updated in the order of their ids' text
+-- (no two hand-overs wait for each other in a cycle), and each new count is
+-- computed from the row as it is once locked (READ COMMITTED re-reads a row
+-- another transaction changed meanwhile), so of two transactions ending a
+-- child's last parents only the one that brings the count to zero makes it
+-- pending. A child made cancelled ends in that same UPDATE, which fires this
+-- trigger again: the cascade. A statement that ends no workflow job pays the
+-- capture of its rows and one look at them.
 
 -- An edge is written once more after its insert, when it settles: with room
 -- left on its page, that update is HOT (a new version beside the old one, no
