@@ -2,7 +2,7 @@
 hand-over's latency from a last parent's completion to its child's start.
 
     .venv/bin/python bench/workflows.py [--engine postgres|sqlite|both]
-        [--width 10000] [--flows 1000] [--handovers 200] [--workers 2]
+        [--width 10000] [--flows 1000] [--handovers 200] [--runs 3] [--workers 2]
         [--concurrency 200] [--pg-url postgresql://postgres@127.0.0.1:5432/postgres]
 
 Three measurements per engine, each on a fresh database and one `jobvisor
@@ -16,12 +16,15 @@ handlers):
 
   For both, the queue is paused while the jobs go in, and the clock runs from
   `resume` until no job is pending, waiting or running. Jobs per second is
-  the job count over that time; the ratio is workflow over plain.
-- **hand-over**: `--handovers` workflows of three parents and one child, one
-  after the other on an idle service; each child's handler notes the time it
-  started, held against the latest `finished_at` of its parents (the
-  database's clock at their completion; the same machine's clock). p50 and
-  p99 of those gaps.
+  the job count over that time; the ratio is workflow over plain. Each is
+  burnt down `--runs` times, plain and workflow in turn (a burn-down of a
+  second or less varies from one run to the next on a busy machine): the
+  medians are printed.
+- **hand-over** (first, on the fresh database): `--handovers` workflows of
+  three parents and one child, one after the other on an idle service; each
+  child's handler notes the time it started, held against the latest
+  `finished_at` of its parents (the database's clock at their completion;
+  the same machine's clock). p50 and p99 of those gaps.
 """
 
 from __future__ import annotations
@@ -131,6 +134,18 @@ def _rate(count: int, seconds: float) -> str:
     return f"{count:,} jobs in {seconds:.2f}s = {count / seconds:,.0f} jobs/s"
 
 
+def _compare(queue: jobvisor.Queue, what: str, n: int, load: Any, runs: int) -> None:
+    """Burn `n` plain jobs and the workflows `load` puts in, in turn, `runs`
+    times each; print the median times and their ratio."""
+    plain, flows = [], []
+    for _ in range(runs):
+        plain.append(_burn(queue, lambda: queue.enqueue_many([{"job_type": "noop"}] * n)))
+        flows.append(_burn(queue, load))
+    p, f = statistics.median(plain), statistics.median(flows)
+    print(f"{queue.engine} {what}: {_rate(n, f)}; plain {_rate(n, p)}; ratio {p / f:.2f}"
+          f" (medians of {runs})", flush=True)  # fmt: skip
+
+
 def one_engine(engine: str, args: argparse.Namespace) -> None:
     with fresh_database(engine, args.pg_url) as url:
         queue = jobvisor.connect(url)
@@ -139,26 +154,23 @@ def one_engine(engine: str, args: argparse.Namespace) -> None:
         try:
             queue.enqueue_many([{"job_type": "noop"} for _ in range(args.workers * 4)])
             _drained(url)  # warm: every worker connected and idle
-            n = args.width + 2
-            plain = _burn(queue, lambda: queue.enqueue_many([{"job_type": "noop"}] * n))
-            fan = _burn(queue, lambda: queue.enqueue_workflow(_fan(args.width)))
-            print(f"{engine} fan 1 -> {args.width:,} -> 1: {_rate(n, fan)}; plain "
-                  f"{_rate(n, plain)}; ratio {plain / fan:.2f}", flush=True)  # fmt: skip
-            n = args.flows * 10
-            plain = _burn(queue, lambda: queue.enqueue_many([{"job_type": "noop"}] * n))
-
-            def flows() -> None:
-                for _ in range(args.flows):
-                    queue.enqueue_workflow(_flow(8))
-
-            many = _burn(queue, flows)
-            print(f"{engine} {args.flows:,} workflows of 10: {_rate(n, many)}; plain "
-                  f"{_rate(n, plain)}; ratio {plain / many:.2f}", flush=True)  # fmt: skip
+            # First, on the fresh table (as bench/latency.py): after the
+            # burn-downs every claim would also read past the index entries
+            # of the jobs they took until a vacuum removes them.
             gaps = sorted(_handovers(queue, args.handovers))
             p99 = gaps[min(len(gaps) - 1, int(len(gaps) * 0.99))]
             print(f"{engine} hand-over, last parent completed to child started, "
                   f"{len(gaps)} samples: p50 {statistics.median(gaps):.2f} ms, "
                   f"p99 {p99:.2f} ms", flush=True)  # fmt: skip
+            fan = f"fan 1 -> {args.width:,} -> 1"
+            _compare(queue, fan, args.width + 2,
+                     lambda: queue.enqueue_workflow(_fan(args.width)), args.runs)  # fmt: skip
+
+            def flows() -> None:
+                for _ in range(args.flows):
+                    queue.enqueue_workflow(_flow(8))
+
+            _compare(queue, f"{args.flows:,} workflows of 10", args.flows * 10, flows, args.runs)
         finally:
             proc.send_signal(signal.SIGTERM)
             try:
@@ -174,6 +186,7 @@ def main() -> None:
     parser.add_argument("--width", type=int, default=10_000)
     parser.add_argument("--flows", type=int, default=1_000)
     parser.add_argument("--handovers", type=int, default=200)
+    parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--concurrency", type=int, default=200)
     parser.add_argument("--pg-url", default=DEFAULT_PG_URL)

@@ -69,6 +69,11 @@ async def flush(worker: Worker) -> None:
             worker._completed[:0] = batch
             raise
         settled(worker, batch, lost, Outcome.COMPLETED)
+        if not worker._listens:
+            # A completion may have made a workflow's child pending. With
+            # LISTEN its notice wakes the claim loop; a worker that polls
+            # looks at once rather than at its next poll.
+            worker._wake.set()
     if worker._released:
         batch, worker._released = worker._released, []
         try:
