@@ -28,7 +28,9 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Final, Protocol
 
 from ..correlation import current_correlation_id
-from . import bulk, sql_workflows, validate
+from . import bulk, validate
+from .drivers.postgres.sql.workflows import WorkflowSql as PostgresWorkflowSql
+from .drivers.sqlite.sql.workflows import WorkflowSql as SqliteWorkflowSql
 from .errors import InvalidArgument, JobNotFound
 from .model import TERMINAL, UTC, JobStatus, NewJob, new_job_ids
 from .ops.context import Ctx, _job_id, uuid_of
@@ -137,6 +139,11 @@ class _Checked:
     rows: bulk.Rows
     edges: list[tuple[int, int, str, bool]]
     waiting_on: list[int]
+
+
+def _workflow_sql(name: str) -> type[PostgresWorkflowSql] | type[SqliteWorkflowSql]:
+    """The workflow statements of the engine called `name`."""
+    return PostgresWorkflowSql if name == "postgres" else SqliteWorkflowSql
 
 
 def _check_node(index: int, spec: Any, keys: dict[str, int]) -> NewJob:
@@ -255,7 +262,7 @@ def enqueue_workflow_once(
     (workflow_id,) = new_job_ids(1)
     checked = _check(ctx, workflow, workflow_id, ctx.dialect.meta(dict(meta)))
     d = ctx.dialect
-    sql = sql_workflows.for_dialect(d.name)
+    sql = _workflow_sql(d.name)
 
     def steps() -> Steps[uuid.UUID]:
         mark = {"id": d.id(jid), "workflow": str(workflow_id)}
@@ -275,7 +282,7 @@ def _insert(
     """The statements of a checked workflow's insert."""
     specs = list(workflow.specs)
     d = ctx.dialect
-    sql = sql_workflows.for_dialect(d.name)
+    sql = _workflow_sql(d.name)
     (now,) = yield Stmt(d.sql.CLOCK_NOW, {"now": ctx.now()}, fetch="one")
     rows = checked.rows
     rows.timed(d, now)
@@ -325,7 +332,7 @@ def workflow(ctx: Ctx, workflow_id: uuid.UUID | str) -> Plan[WorkflowStatus]:
     no such workflow (or cleanup removed it)."""
     wid = uuid_of("workflow id", workflow_id)
     d = ctx.dialect
-    sql = sql_workflows.for_dialect(d.name)
+    sql = _workflow_sql(d.name)
 
     def steps() -> Steps[WorkflowStatus]:
         params = {"id": d.id(wid)}
@@ -376,7 +383,7 @@ def cancel_workflow(
         else validate.text("reason", reason, max_bytes=validate.MAX_KEY_BYTES)
     )
     d = ctx.dialect
-    sql = sql_workflows.for_dialect(d.name)
+    sql = _workflow_sql(d.name)
 
     def steps() -> Steps[int]:
         params = {"id": d.id(wid)}
@@ -398,7 +405,7 @@ def retry_workflow(ctx: Ctx, workflow_id: uuid.UUID | str) -> Plan[int]:
     had failed); `WorkflowNotFound` if there is no such workflow."""
     wid = uuid_of("workflow id", workflow_id)
     d = ctx.dialect
-    sql = sql_workflows.for_dialect(d.name)
+    sql = _workflow_sql(d.name)
 
     def steps() -> Steps[int]:
         params = {"id": d.id(wid)}
@@ -485,7 +492,7 @@ def workflow_page(
     limit out of range raises `InvalidArgument`."""
     validate.count("limit", limit, high=WORKFLOW_PAGE_MAX)
     d = ctx.dialect
-    sql = sql_workflows.for_dialect(d.name)
+    sql = _workflow_sql(d.name)
     before: Any = None
     if cursor:
         try:
@@ -519,7 +526,7 @@ def workflow_of_job(ctx: Ctx, job_id: uuid.UUID | str) -> Plan[tuple[uuid.UUID, 
     workflow, or no such job."""
     jid = _job_id(job_id)
     d = ctx.dialect
-    sql = sql_workflows.for_dialect(d.name)
+    sql = _workflow_sql(d.name)
 
     def steps() -> Steps[tuple[uuid.UUID, str] | None]:
         row = yield Stmt(sql.WORKFLOW_OF_JOB, {"id": d.id(jid)}, fetch="one")
@@ -534,7 +541,7 @@ def workflow_states(ctx: Ctx) -> Plan[dict[WorkflowState, int]]:
     """How many workflows are in each state (every state present, 0 for
     none), from their jobs: one pass over the workflow index."""
     d = ctx.dialect
-    sql = sql_workflows.for_dialect(d.name)
+    sql = _workflow_sql(d.name)
 
     def steps() -> Steps[dict[WorkflowState, int]]:
         rows = yield Stmt(sql.WORKFLOW_STATE_COUNTS, {}, fetch="all")

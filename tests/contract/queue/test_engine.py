@@ -31,9 +31,11 @@ from jobvisor.queue import (
 from jobvisor.queue.drivers.postgres import sql as sql_postgres
 from jobvisor.queue.drivers.postgres.sql import batches as batches_postgres
 from jobvisor.queue.drivers.postgres.sql import steps as steps_postgres
+from jobvisor.queue.drivers.postgres.sql import workflows as workflows_postgres
 from jobvisor.queue.drivers.sqlite import sql as sql_sqlite
 from jobvisor.queue.drivers.sqlite.sql import batches as batches_sqlite
 from jobvisor.queue.drivers.sqlite.sql import steps as steps_sqlite
+from jobvisor.queue.drivers.sqlite.sql import workflows as workflows_sqlite
 from jobvisor.queue.errors import (
     DatabaseError,
     DatabaseRefused,
@@ -298,6 +300,7 @@ def test_both_engines_define_the_same_statements() -> None:
     assert names(sql_postgres) - {"NOTIFY_CHANNEL", "LISTEN"} == names(sql_sqlite)
     assert names(batches_postgres.BatchSql) == names(batches_sqlite.BatchSql)
     assert names(steps_postgres.StepSql) - {"STEP_TX_DURABLE"} == names(steps_sqlite.StepSql)
+    assert names(workflows_postgres.WorkflowSql) == names(workflows_sqlite.WorkflowSql)
 
 
 def test_only_the_queue_drivers_import_a_driver() -> None:

@@ -9,7 +9,9 @@ import uuid
 from collections.abc import Mapping
 from typing import Final
 
-from .. import sql_workflows, validate
+from .. import validate
+from ..drivers.postgres.sql.workflows import WorkflowSql as PostgresWorkflowSql
+from ..drivers.sqlite.sql.workflows import WorkflowSql as SqliteWorkflowSql
 from ..errors import InvalidArgument
 from ..model import TERMINAL, JobStatus, RetryPolicy
 from ..plan import BEGIN, COMMIT, Plan, Steps, Stmt
@@ -19,6 +21,11 @@ from .limiting import limit_from_row
 from .settling import _error_text
 
 # --- recovery -----------------------------------------------------------------
+
+
+def _workflow_sql(name: str) -> type[PostgresWorkflowSql] | type[SqliteWorkflowSql]:
+    """The workflow statements of the engine called `name`."""
+    return PostgresWorkflowSql if name == "postgres" else SqliteWorkflowSql
 
 
 def reap_expired(ctx: Ctx, *, policy: RetryPolicy | None = None) -> Plan[int]:
@@ -137,7 +144,7 @@ def _delete_finished_workflows(
     goes only with the children that read its result. Returns how many jobs
     went."""
     d = ctx.dialect
-    sql = sql_workflows.for_dialect(d.name)
+    sql = _workflow_sql(d.name)
     params = {f"age_{status.value}": ages.get(status) for status in TERMINAL}
     params.update(limit=batch_size, now=ctx.now())
     total = 0
