@@ -32,48 +32,19 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import os
-import signal
-import sqlite3
 import statistics
-import subprocess
-import sys
-import tempfile
 import time
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
-import psycopg
-from psycopg import sql
-
 import jobvisor
+from burndown import DEFAULT_PG_URL, fresh_database  # bench/, this script's directory
+from harness import burn, drained, p99, rate, start_service, stop_service
 from jobvisor import JobContext, JobStatus
 from jobvisor.durable import Durable
 from jobvisor.queue import internal
 
-DEFAULT_PG_URL = "postgresql://postgres@127.0.0.1:5432/postgres"
-BENCH_DB = "jobvisor_bench_steps"
-DEADLINE = 600.0
 ENDED = {JobStatus.COMPLETED, JobStatus.DEAD, JobStatus.CANCELLED}
-UNFINISHED_SQL = (
-    "SELECT EXISTS (SELECT 1 FROM jobvisor_jobs WHERE status IN ('pending', 'retryable'))"
-    " OR EXISTS (SELECT 1 FROM jobvisor_jobs WHERE status = 'running')"
-)
-
-
-@contextlib.contextmanager
-def fresh_database(engine: str, pg_url: str) -> Iterator[str]:
-    if engine == "sqlite":
-        with tempfile.TemporaryDirectory(prefix="jobvisor-steps-") as tmp:
-            yield f"sqlite:///{Path(tmp) / 'bench.db'}"
-        return
-    with psycopg.connect(pg_url, autocommit=True) as conn:
-        drop = sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)")
-        conn.execute(drop.format(sql.Identifier(BENCH_DB)))
-        conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(BENCH_DB)))
-    yield pg_url.rsplit("/", 1)[0] + "/" + BENCH_DB
 
 
 def nothing() -> None:
@@ -109,44 +80,6 @@ async def _overhead(url: str, calls: int) -> str:
     )
 
 
-def _service(url: str, args: argparse.Namespace) -> subprocess.Popen[bytes]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("JOBVISOR_")}
-    env.update(JOBVISOR_DATABASE_URL=url, JOBVISOR_APP="steps_app:registry",
-               JOBVISOR_WORKERS=str(args.workers), JOBVISOR_CONCURRENCY=str(args.concurrency),
-               JOBVISOR_LOG_LEVEL="warning", JOBVISOR_HTTP_ADDR="",
-               JOBVISOR_SHUTDOWN_TIMEOUT="10",
-               PYTHONPATH=str(Path(__file__).resolve().parent))  # fmt: skip
-    if args.pool_size:
-        env["JOBVISOR_POOL_SIZE"] = str(args.pool_size)
-    return subprocess.Popen([str(Path(sys.executable).with_name("jobvisor")), "run"], env=env)
-
-
-def _drained(url: str) -> None:
-    probe: Any = (
-        sqlite3.connect(url.removeprefix("sqlite:///"), timeout=30)
-        if url.startswith("sqlite")
-        else psycopg.connect(url, autocommit=True)
-    )
-    deadline = time.monotonic() + DEADLINE
-    try:
-        while probe.execute(UNFINISHED_SQL).fetchone()[0]:
-            if time.monotonic() > deadline:
-                raise SystemExit("timed out waiting for the burn-down")
-            time.sleep(0.02)
-    finally:
-        probe.close()
-
-
-def _burn(queue: jobvisor.Queue, job_type: str, count: int) -> float:
-    """Pause, put the jobs in, resume: seconds from the resume until drained."""
-    queue.pause("default")
-    queue.enqueue_many([{"job_type": job_type}] * count)
-    started = time.perf_counter()
-    queue.resume("default")
-    _drained(queue.url)
-    return time.perf_counter() - started
-
-
 def _until(what: str, done: Any) -> None:
     deadline = time.monotonic() + 60
     while not done():
@@ -176,33 +109,33 @@ def _resumes(queue: jobvisor.Queue, count: int) -> list[float]:
     return gaps
 
 
-def _rate(count: int, seconds: float) -> str:
-    return f"{count:,} jobs in {seconds:.2f}s = {count / seconds:,.0f} jobs/s"
-
-
 def one_engine(engine: str, args: argparse.Namespace) -> None:
     with fresh_database(engine, args.pg_url) as url:
         queue = jobvisor.connect(url)
         queue.migrate()
         print(f"{engine} overhead: {asyncio.run(_overhead(url, args.calls))}", flush=True)
-        proc = _service(url, args)
+        proc = start_service(
+            url,
+            "steps_app:registry",
+            workers=args.workers,
+            concurrency=args.concurrency,
+            pool_size=args.pool_size,
+        )
         try:
             queue.enqueue_many([{"job_type": "noop"} for _ in range(args.workers * 4)])
-            _drained(url)  # warm: every worker connected and idle
-            plain = _burn(queue, "noop", args.jobs)
-            steps = _burn(queue, "three_steps", args.jobs)
-            print(f"{engine} burn-down, 3 steps a job: {_rate(args.jobs, steps)}; plain "
-                  f"{_rate(args.jobs, plain)}; ratio {plain / steps:.2f}", flush=True)  # fmt: skip
+            drained(url)  # warm: every worker connected and idle
+            plain = burn(queue, lambda: queue.enqueue_many([{"job_type": "noop"}] * args.jobs))
+            steps = burn(
+                queue, lambda: queue.enqueue_many([{"job_type": "three_steps"}] * args.jobs)
+            )
+            print(f"{engine} burn-down, 3 steps a job: {rate(args.jobs, steps)}; plain "
+                  f"{rate(args.jobs, plain)}; ratio {plain / steps:.2f}", flush=True)  # fmt: skip
             gaps = sorted(_resumes(queue, args.signals))
-            p99 = gaps[min(len(gaps) - 1, int(len(gaps) * 0.99))]
             print(f"{engine} signal to resume, {len(gaps)} samples: p50 "
-                  f"{statistics.median(gaps):.2f} ms, p99 {p99:.2f} ms", flush=True)  # fmt: skip
+                  f"{statistics.median(gaps):.2f} ms, p99 {p99(gaps):.2f} ms",
+                  flush=True)  # fmt: skip
         finally:
-            proc.send_signal(signal.SIGTERM)
-            try:
-                proc.wait(30)
-            except subprocess.TimeoutExpired:
-                proc.kill()
+            stop_service(proc)
             queue.close()
 
 

@@ -31,67 +31,14 @@ from __future__ import annotations
 
 import argparse
 import os
-import signal
-import sqlite3
 import statistics
-import subprocess
-import sys
 import time
-from pathlib import Path
 from typing import Any
-
-import psycopg
 
 import jobvisor
 from burndown import DEFAULT_PG_URL, fresh_database  # bench/, this script's directory
+from harness import burn, drained, p99, rate, start_service, stop_service
 from jobvisor import JobStatus
-
-DEADLINE = 900.0
-
-
-def _service(url: str, args: argparse.Namespace) -> subprocess.Popen[bytes]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("JOBVISOR_")}
-    env.update(JOBVISOR_DATABASE_URL=url, JOBVISOR_APP="workflows_app:registry",
-               JOBVISOR_WORKERS=str(args.workers), JOBVISOR_CONCURRENCY=str(args.concurrency),
-               JOBVISOR_LOG_LEVEL="warning", JOBVISOR_HTTP_ADDR="",
-               JOBVISOR_SHUTDOWN_TIMEOUT="10",
-               PYTHONPATH=str(Path(__file__).resolve().parent))  # fmt: skip
-    return subprocess.Popen([str(Path(sys.executable).with_name("jobvisor")), "run"], env=env)
-
-
-# "Is any job unfinished?" from the claim and lease indexes, one connection
-# polled every 20 ms: `summary()` scans the table, which would cost the
-# database under test more than the burn-down it watches.
-UNFINISHED_SQL = (
-    "SELECT EXISTS (SELECT 1 FROM jobvisor_jobs WHERE status IN ('pending', 'retryable'))"
-    " OR EXISTS (SELECT 1 FROM jobvisor_jobs WHERE status IN ('running', 'waiting'))"
-)
-
-
-def _drained(url: str) -> None:
-    probe: Any = (
-        sqlite3.connect(url.removeprefix("sqlite:///"), timeout=30)
-        if url.startswith("sqlite")
-        else psycopg.connect(url, autocommit=True)
-    )
-    deadline = time.monotonic() + DEADLINE
-    try:
-        while probe.execute(UNFINISHED_SQL).fetchone()[0]:
-            if time.monotonic() > deadline:
-                raise SystemExit("timed out waiting for the burn-down")
-            time.sleep(0.02)
-    finally:
-        probe.close()
-
-
-def _burn(queue: jobvisor.Queue, load: Any) -> float:
-    """Pause, put the jobs in, resume: seconds from the resume until drained."""
-    queue.pause("default")
-    load()
-    started = time.perf_counter()
-    queue.resume("default")
-    _drained(queue.url)
-    return time.perf_counter() - started
 
 
 def _fan(width: int) -> jobvisor.Workflow:
@@ -130,19 +77,15 @@ def _handovers(queue: jobvisor.Queue, count: int) -> list[float]:
     return gaps
 
 
-def _rate(count: int, seconds: float) -> str:
-    return f"{count:,} jobs in {seconds:.2f}s = {count / seconds:,.0f} jobs/s"
-
-
 def _compare(queue: jobvisor.Queue, what: str, n: int, load: Any, runs: int) -> None:
     """Burn `n` plain jobs and the workflows `load` puts in, in turn, `runs`
     times each; print the median times and their ratio."""
     plain, flows = [], []
     for _ in range(runs):
-        plain.append(_burn(queue, lambda: queue.enqueue_many([{"job_type": "noop"}] * n)))
-        flows.append(_burn(queue, load))
+        plain.append(burn(queue, lambda: queue.enqueue_many([{"job_type": "noop"}] * n)))
+        flows.append(burn(queue, load))
     p, f = statistics.median(plain), statistics.median(flows)
-    print(f"{queue.engine} {what}: {_rate(n, f)}; plain {_rate(n, p)}; ratio {p / f:.2f}"
+    print(f"{queue.engine} {what}: {rate(n, f)}; plain {rate(n, p)}; ratio {p / f:.2f}"
           f" (medians of {runs})", flush=True)  # fmt: skip
 
 
@@ -150,18 +93,19 @@ def one_engine(engine: str, args: argparse.Namespace) -> None:
     with fresh_database(engine, args.pg_url) as url:
         queue = jobvisor.connect(url)
         queue.migrate()
-        proc = _service(url, args)
+        proc = start_service(
+            url, "workflows_app:registry", workers=args.workers, concurrency=args.concurrency
+        )
         try:
             queue.enqueue_many([{"job_type": "noop"} for _ in range(args.workers * 4)])
-            _drained(url)  # warm: every worker connected and idle
+            drained(url)  # warm: every worker connected and idle
             # First, on the fresh table (as bench/latency.py): after the
             # burn-downs every claim would also read past the index entries
             # of the jobs they took until a vacuum removes them.
             gaps = sorted(_handovers(queue, args.handovers))
-            p99 = gaps[min(len(gaps) - 1, int(len(gaps) * 0.99))]
             print(f"{engine} hand-over, last parent completed to child started, "
                   f"{len(gaps)} samples: p50 {statistics.median(gaps):.2f} ms, "
-                  f"p99 {p99:.2f} ms", flush=True)  # fmt: skip
+                  f"p99 {p99(gaps):.2f} ms", flush=True)  # fmt: skip
             fan = f"fan 1 -> {args.width:,} -> 1"
             _compare(queue, fan, args.width + 2,
                      lambda: queue.enqueue_workflow(_fan(args.width)), args.runs)  # fmt: skip
@@ -172,11 +116,7 @@ def one_engine(engine: str, args: argparse.Namespace) -> None:
 
             _compare(queue, f"{args.flows:,} workflows of 10", args.flows * 10, flows, args.runs)
         finally:
-            proc.send_signal(signal.SIGTERM)
-            try:
-                proc.wait(30)
-            except subprocess.TimeoutExpired:
-                proc.kill()
+            stop_service(proc)
             queue.close()
 
 
