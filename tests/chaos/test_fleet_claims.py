@@ -34,6 +34,7 @@ def job(priority: int) -> dict[str, Any]:
     }
 
 
+@pytest.mark.long
 @pytest.mark.timeout(300)
 def test_spread_supervisors_drain_a_backlog_behind_an_open_transaction(
     chaos_url: str, tmp_path: Path, start_service: Callable[..., Service]

@@ -70,6 +70,7 @@ def assert_never_gave_up(service: Service) -> None:
     assert not service.events("supervisor.database_failed")
 
 
+@pytest.mark.long
 @pytest.mark.timeout(300)
 def test_a_worker_that_exits_during_a_long_outage_is_restarted_until_the_database_is_back(
     server: StoppableServer, tmp_path: Path, start_service: Callable[..., Service]

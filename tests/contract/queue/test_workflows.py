@@ -114,6 +114,7 @@ def _claim_all(url: str, worker_id: str, batch: int) -> list[str]:
     return got
 
 
+@pytest.mark.long
 def test_a_fan_in_of_10000_parents_fires_its_child_once(queue: Queue, url: str) -> None:
     wf = jobvisor.Workflow("fan-in")
     parents = [wf.add("part", {"i": i}) for i in range(10_000)]

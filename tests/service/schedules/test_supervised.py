@@ -87,6 +87,7 @@ def test_an_invalid_schedule_stops_the_service_with_exit_78(
     assert any("cron='61 * * * *'" in line for line in service.lines())
 
 
+@pytest.mark.long
 @pytest.mark.timeout(600)
 def test_three_supervisors_with_the_leader_killed_ten_times_enqueue_each_tick_once(
     pg_url: str, tmp_path: Path, start_service: Callable[..., Service]

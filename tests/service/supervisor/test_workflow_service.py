@@ -184,7 +184,10 @@ def test_the_supervisor_killed_mid_fan_in_loses_nothing_and_the_child_fires_once
 ) -> None:
     log = tmp_path / "runs"
     wf = jobvisor.Workflow("killed")
-    _fan(wf, 1000, log, ms=20)
+    # Leaves of 100 ms: 16 slots run 160 a second, so the orphaned workers,
+    # which see their parent gone within a heartbeat (1 s) and then drain,
+    # cannot finish the fan before they stop.
+    _fan(wf, 1000, log, ms=100)
     wid = queue.enqueue_workflow(wf)
     # A short lease, so that what the dead service held comes back in seconds.
     settings = {**APP, "JOBVISOR_LEASE": "3", "JOBVISOR_CONCURRENCY": "8"}
