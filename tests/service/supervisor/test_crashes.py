@@ -187,7 +187,10 @@ def test_too_many_crashes_in_the_window_stop_the_supervisor_non_zero(
     assert service.wait_exit(60) == ExitCode.CRASH_LOOP
     assert service.events("supervisor.stopped", exit_code=ExitCode.CRASH_LOOP)
     assert service.events("supervisor.crash_loop")
-    assert len(service.events("worker.spawned")) <= 2 + 2
+    # Two slots, two restarts; and the replacement of the crash that spends
+    # the budget may be spawned already: a slot is restarted at once, the
+    # crash charged once its requeue has answered (slow on a busy machine).
+    assert len(service.events("worker.spawned")) <= 2 + 2 + 1
     assert not service.events("worker.crash_charged_to_jobs")
     assert all(row["status"] in ("completed", "pending") for row in jobs(url))
     assert_invariants(url)
