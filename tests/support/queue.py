@@ -11,6 +11,7 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 import jobvisor
+from jobvisor.queue.drivers.postgres.dialect import CLOCK_SLACK
 from tests.support.invariants import query_all
 
 UTC = dt.UTC
@@ -51,13 +52,20 @@ def table_snapshot(url: str) -> list[tuple[Any, ...]]:
 
 def claimed_after_pause(url: str) -> list[tuple[Any, ...]]:
     """(id, queue) of every job a claim took after its queue was paused (the
-    claim's start time against the pause's, both from the database clock)."""
+    claim's start time against the pause's, both from the database clock).
+
+    On PostgreSQL each process reckons that clock from its own reading, and
+    two readings may differ by up to the claim's slack (`CLOCK_SLACK`, more
+    than half a round trip on a busy machine): a claim that began before the
+    pause may be stamped a few milliseconds after it, so only a start past
+    the pause by more than the slack counts."""
+    later = "" if url.startswith("sqlite") else f" + interval '{CLOCK_SLACK} seconds'"
     (rows,) = query_all(
         url,
         [
             "SELECT j.id, j.queue FROM jobvisor_jobs AS j"
             " JOIN jobvisor_queue_pauses AS p ON p.queue = j.queue"
-            " WHERE j.started_at > p.paused_at"
+            f" WHERE j.started_at > p.paused_at{later}"  # a constant of the test's
         ],
     )
     return rows
