@@ -73,6 +73,13 @@ def test_a_worker_killed_mid_workflow_loses_nothing_and_the_child_fires_once(
     (held_id,) = [job.id for job in queue.workflow(wid).jobs if job.node == "held"]
     worker_id = wait_until(lambda: running_on(queue.url, held_id), what="the held job running")
     wait_until(started.exists, what="the held job started")
+    # The held job alone in its worker when it dies (the other branch done):
+    # the crash is charged to it, a second attempt (a worker that dies with
+    # several jobs gives their attempts back).
+    wait_until(
+        lambda: queue.workflow(wid).counts.get(JobStatus.COMPLETED, 0) == 2,
+        what="the other branch done",
+    )
     os.kill(service.worker_pids()[worker_id], signal.SIGKILL)
     service.wait_event("worker.jobs_requeued", worker_id=worker_id, timeout=30)
     wait_until(lambda: len(started.read_text().splitlines()) == 2, what="the held job again")
