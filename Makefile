@@ -76,7 +76,7 @@ typecheck: $(STAMP)
 	$(BIN)/mypy
 
 pytest: $(STAMP)
-	$(BIN)/pytest -n $(TEST_WORKERS) --dist worksteal --durations=25 $(PYTEST_ARGS)
+	$(BIN)/pytest -n $(TEST_WORKERS) --dist load --durations=25 $(PYTEST_ARGS)
 
 # No database server, no process: the unit tests and the queue's contract on
 # SQLite (tests/conftest.py leaves out what needs PostgreSQL).

@@ -73,7 +73,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         if left_out:
             config.hook.pytest_deselected(items=left_out)
             items[:] = [item for item in items if not _needs_postgres(item)]
-    # The tests that run for half a minute or more go first: in a parallel run
+    # The tests that run for a quarter of a minute or more go first: in a parallel run
     # (pytest-xdist) each then overlaps the rest instead of ending the run
     # alone. A stable sort: the same order in every worker's collection.
     items.sort(key=lambda item: item.get_closest_marker("long") is None)

@@ -44,6 +44,7 @@ def assert_drained_cleanly(service: Service) -> None:
     assert not service.events("worker.unwritten")
 
 
+@pytest.mark.long
 @pytest.mark.timeout(300)
 def test_ten_rolling_restarts_under_steady_enqueue(
     chaos_url: str, tmp_path: Path, start_service: Callable[..., Service]

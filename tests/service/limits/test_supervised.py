@@ -125,6 +125,7 @@ def _epoch(value: Any) -> float:
     return value.timestamp() if isinstance(value, dt.datetime) else float(value)
 
 
+@pytest.mark.long
 def test_a_rate_holds_across_three_supervisors(
     url: str, tmp_path: Path, start_service: Callable[..., Service]
 ) -> None:
@@ -147,6 +148,7 @@ def test_a_rate_holds_across_three_supervisors(
     assert took < seconds * 2  # and not much slower either
 
 
+@pytest.mark.long
 def test_a_key_rate_holds_per_key_and_every_key_progresses(
     url: str, tmp_path: Path, start_service: Callable[..., Service]
 ) -> None:

@@ -11,6 +11,8 @@ import uuid
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
+
 import jobvisor
 from jobvisor import Queue
 from jobvisor.exitcodes import ExitCode
@@ -51,6 +53,7 @@ def test_kill_9_of_a_worker_requeues_its_jobs_at_once_and_replaces_it(
     assert_invariants(url)
 
 
+@pytest.mark.long
 def test_a_job_that_always_kills_its_worker_ends_dead_while_others_flow(
     pg_queue: Queue, tmp_path: Path, start_service: Callable[..., Service]
 ) -> None:

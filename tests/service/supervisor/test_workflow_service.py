@@ -46,6 +46,7 @@ def _fan(wf: jobvisor.Workflow, width: int, log: Path, ms: int = 0) -> None:
     wf.after(*leaves).add("sink", {"log": str(log)})
 
 
+@pytest.mark.long
 @pytest.mark.timeout(600)
 def test_a_fan_out_and_in_of_ten_thousand_fires_the_child_once(
     queue: Queue, tmp_path: Path, start_service: Callable[..., Service]

@@ -246,6 +246,7 @@ def _outcomes(messages: list[dict[str, Any]]) -> set[str]:
     return {e["outcome"] for m in messages for e in m.get("jobs", [])}
 
 
+@pytest.mark.long
 def test_boot_failures_exit_with_their_codes(sqlite_url: str) -> None:
     def run(**settings: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
