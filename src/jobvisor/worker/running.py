@@ -208,7 +208,10 @@ async def execute(worker: Worker, running: Running) -> tuple[Write | None, float
         outcome = completion(worker, job, value)
     finally:
         duration = time.monotonic() - started
-        del worker._running[job.id]
+        # A job that parked itself is pending again before its handler has
+        # unwound, and may be claimed again meanwhile: forget only this run.
+        if worker._running.get(job.id) is running:
+            del worker._running[job.id]
         worker._slot_free.set()
         if hard is not None:
             worker.channel.send({"t": "end", "id": str(job.id)})
@@ -406,8 +409,12 @@ def requested(
 
 def settle_parked(worker: Worker, job: Job, step: str) -> None:
     """The job parked itself at a sleep or a wait (the queue gave its attempt
-    back in the same statement): nothing left to write."""
-    worker._held.pop(job.id, None)
+    back in the same statement): nothing left to write. It may have been
+    claimed again already (a signal or its wake came first): that claim's
+    hold is kept."""
+    held = worker._held.get(job.id)
+    if held is not None and held.claim_token == job.claim_token:
+        del worker._held[job.id]
     worker.metrics.job_ended(
         job.queue, job.job_type, Outcome.SNOOZED, worker._ran.pop(job.id, None)
     )

@@ -182,3 +182,12 @@ def typed_steps_sync(folder: str) -> list[Any]:
     first = job.step_sync("charge", effect, folder, "charge")
     job.sleep_sync(0.2)
     return [first, job.step_sync("mail", effect, folder, "mail")]
+
+
+@registry.handler("short_sleeps_sync")
+def short_sleeps_sync(job: JobContext) -> int:
+    """Sleeps shorter than a claim's clock slack: each wake is claimed while
+    the run that parked is still unwinding in its thread."""
+    for _ in range(5):
+        job.sleep_sync(0.01)
+    return 5

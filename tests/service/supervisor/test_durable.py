@@ -218,3 +218,21 @@ def test_a_worker_that_lost_its_lease_cannot_record_a_step(
     assert [s.name for s in log] == ["one"]  # ...but could not be recorded
     assert job(queue.url, job_id)["status"] == "running"  # the other claim's
     assert service.stop() == 0
+
+
+def test_a_job_claimed_again_while_its_parked_run_unwinds_completes(
+    queue: Queue, tmp_path: Path, start_service: Callable[..., Service]
+) -> None:
+    """A parked job is pending again before the thread that parked it has
+    unwound; the worker's bookkeeping of that run must not take the next
+    claim's hold or its place with it (the job would stay running)."""
+    ids = [queue.enqueue("short_sleeps_sync") for _ in range(10)]
+    # One worker: every wake is claimed by the worker whose run parked it.
+    service = start_service(queue.url, tmp_path, {**APP, "JOBVISOR_WORKERS": "1"})
+    for job_id in ids:
+        wait_until(lambda: _ended(queue, job_id), what="the job ended")  # noqa: B023
+        done = queue.get(job_id)
+        assert done.status is JobStatus.COMPLETED, done.last_error
+        assert done.result == 5 and done.attempts == 1
+    assert service.stop() == 0
+    assert_invariants(queue.url)
