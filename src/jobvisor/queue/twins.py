@@ -12,6 +12,7 @@ for the async runner's life and closed with its queue (`close_twin`).
 from __future__ import annotations
 
 import threading
+import weakref
 
 from .drivers.postgres.runner import PostgresRunner
 from .drivers.postgres.runner_async import AsyncPostgresRunner
@@ -19,7 +20,9 @@ from .drivers.sqlite.runner import AsyncSqliteRunner
 from .errors import InvalidArgument
 from .plan import AsyncRunner, SyncRunner
 
-_TWINS: dict[int, PostgresRunner] = {}
+# Keyed by the runner itself, weakly: an id() could be reused by a later
+# runner once this one is gone, and would hand it a pool on another database.
+_TWINS: weakref.WeakKeyDictionary[AsyncRunner, PostgresRunner] = weakref.WeakKeyDictionary()
 _LOCK = threading.Lock()
 
 
@@ -30,7 +33,7 @@ def sync_twin(runner: AsyncRunner) -> SyncRunner:
     if not isinstance(runner, AsyncPostgresRunner):
         raise InvalidArgument(f"{runner.target}: no blocking twin for this runner")
     with _LOCK:
-        twin = _TWINS.get(id(runner))
+        twin = _TWINS.get(runner)
         if twin is None:
             twin = PostgresRunner(
                 runner.target,
@@ -39,17 +42,17 @@ def sync_twin(runner: AsyncRunner) -> SyncRunner:
                 # A session without setup is one behind PgBouncer (see `PgSession`).
                 pgbouncer=runner.session.setup is None,
             )
-            _TWINS[id(runner)] = twin
+            _TWINS[runner] = twin
         return twin
 
 
 def has_twin(runner: AsyncRunner) -> bool:
-    return id(runner) in _TWINS
+    return runner in _TWINS
 
 
 def close_twin(runner: AsyncRunner) -> None:
     """Close the twin of `runner`, if one was opened."""
     with _LOCK:
-        twin = _TWINS.pop(id(runner), None)
+        twin = _TWINS.pop(runner, None)
     if twin is not None:
         twin.close()
