@@ -136,8 +136,14 @@ def test_many_waits_share_one_listening_connection(pg_url: str) -> None:
                         break
                     await asyncio.sleep(0.05)
                 assert listening(admin) == 1
-                jobs = await aq.claim("w", limit=20)
-                await aq.complete_many(jobs)
+                # A claim skips a job whose wait is marking it that instant
+                # (as it skips any locked row): it takes it next time.
+                jobs: dict[uuid.UUID, Job] = {}
+                for _ in range(1000):
+                    jobs.update((j.id, j) for j in await aq.claim("w", limit=20))
+                    if len(jobs) == len(ids):
+                        break
+                await aq.complete_many(list(jobs.values()))
                 done = await asyncio.gather(*waits)
                 assert {j.status for j in done} == {JobStatus.COMPLETED}
             assert not aq._waiters._waiting
