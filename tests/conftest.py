@@ -54,8 +54,19 @@ def _needs_postgres(item: pytest.Item) -> bool:
     return callspec is not None and "postgres" in callspec.params.values()
 
 
+# A test on the shared Citus cluster (tests/contract/citus/conftest.py) may
+# also carry its test process's database set-up there, which runs one at a
+# time across the cluster: the first such test of each process waits behind
+# the others' (most of a minute in a loaded run), on cores that three more
+# servers share. Unless it names a timeout of its own, it gets this one.
+CLUSTER_TIMEOUT = 300
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:
+        on_the_cluster = "citus_url" in getattr(item, "fixturenames", ())
+        if on_the_cluster and item.get_closest_marker("timeout") is None:
+            item.add_marker(pytest.mark.timeout(CLUSTER_TIMEOUT))
         try:
             level = item.path.resolve().relative_to(TESTS).parts[0]
         except ValueError:

@@ -119,10 +119,10 @@ def _read_url_file(path: str) -> str:
 
 
 def _check_postgres_only(values: Mapping[str, Any], sources: Mapping[str, str]) -> None:
-    """`pgbouncer` and `listen_url` make sense with a PostgreSQL database only."""
+    """`pgbouncer`, `citus` and `listen_url` make sense with a PostgreSQL database only."""
     if parse_url(values["database_url"])[0] == "postgres":
         return
-    for field in ("pgbouncer", "listen_url"):
+    for field in ("pgbouncer", "citus", "listen_url"):
         if values[field]:
             s = SETTINGS_BY_FIELD[field]
             name = s.flag if sources[field] == "flag" else s.env
@@ -134,6 +134,7 @@ def _check_postgres_only(values: Mapping[str, Any], sources: Mapping[str, str]) 
 class Config:
     database_url: str
     pgbouncer: bool
+    citus: bool
     listen_url: str
     app: str
     workers: int
@@ -216,8 +217,12 @@ class Config:
 
     def connection(self) -> dict[str, Any]:
         """How this service reaches its database, as `connect`'s keyword
-        arguments (`pgbouncer`, `listen_url`)."""
-        return {"pgbouncer": self.pgbouncer, "listen_url": self.listen_url or None}
+        arguments (`pgbouncer`, `listen_url`, `citus`)."""
+        return {
+            "pgbouncer": self.pgbouncer,
+            "listen_url": self.listen_url or None,
+            "citus": self.citus,
+        }
 
     def describe(self) -> list[tuple[str, str, str]]:
         """(variable, value, source) for every setting, the password masked."""

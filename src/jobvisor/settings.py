@@ -137,13 +137,7 @@ def _listen_url(text: str) -> str:
     return text
 
 
-def _flag(text: str) -> bool:
-    value = text.strip().lower()
-    if value in ("1", "true", "yes", "on"):
-        return True
-    if value in ("0", "false", "no", "off", ""):
-        return False
-    raise ValueError
+_flag = validate.flag
 
 
 # Short names of the registries jobvisor ships for application frameworks.
@@ -232,6 +226,14 @@ SETTINGS: tuple[Setting, ...] = (
         "1 or 0 (also true/false, yes/no, on/off)",
         "the database URL leads through PgBouncer in transaction pooling: no session"
         " settings, no prepared statements, LISTEN only over listen_url",
+    ),
+    Setting(
+        "citus",
+        "0",
+        _flag,
+        "1 or 0 (also true/false, yes/no, on/off)",
+        "the database URL is a Citus coordinator: the jobs table spread over the cluster"
+        " by bucket (migrate distributes it; docs/design.md, Scale-out)",
     ),
     Setting(
         "listen_url",

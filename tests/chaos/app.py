@@ -5,7 +5,9 @@ through a connection of the worker process's own (not the queue's), and only
 then does its work (sleeps `seconds`, and waits for the file `gate` to exist
 when the payload names one). So the ledger holds one row per handler run that
 got started: a job that ran twice has two rows, each with the claim token,
-worker id and attempt of its own run.
+worker id and attempt of its own run, and the time the handler began (taken
+in the worker process, before the write: a write that waits out a server
+restart still dates its run from before the crash).
 
 A ledger write is retried while the database is away (terminated sessions, a
 server restart) for up to `LEDGER_PATIENCE` seconds; a run records itself at
@@ -16,6 +18,7 @@ each run has its own `run_id` and the insert skips an existing one.
 from __future__ import annotations
 
 import asyncio
+import datetime as dt
 import os
 import random
 import uuid
@@ -36,11 +39,11 @@ LEDGER_DDL: Final = (
     " worker_id text NOT NULL,"
     " attempt int NOT NULL,"
     " pid int NOT NULL,"
-    " at timestamptz NOT NULL DEFAULT clock_timestamp())"
+    " at timestamptz NOT NULL)"
 )
 LEDGER_INSERT: Final = (
-    "INSERT INTO chaos_ledger (run_id, job_id, claim_token, worker_id, attempt, pid)"
-    " VALUES (%s, %s, %s, %s, %s, %s) ON CONFLICT (run_id) DO NOTHING"
+    "INSERT INTO chaos_ledger (run_id, job_id, claim_token, worker_id, attempt, pid, at)"
+    " VALUES (%s, %s, %s, %s, %s, %s, %s) ON CONFLICT (run_id) DO NOTHING"
 )
 
 registry = Registry()
@@ -54,10 +57,12 @@ class _Ledger:
         self._lock: asyncio.Lock | None = None
 
     async def record(self, job: JobContext) -> None:
+        began = dt.datetime.now(dt.UTC)
         if self._lock is None:
             self._lock = asyncio.Lock()
         row = (
-            uuid.uuid4(), job.id, job.job.claim_token, job.worker_id, job.attempt, os.getpid()
+            uuid.uuid4(), job.id, job.job.claim_token, job.worker_id, job.attempt, os.getpid(),
+            began,
         )  # fmt: skip
         loop = asyncio.get_running_loop()
         give_up_at = loop.time() + LEDGER_PATIENCE

@@ -28,7 +28,8 @@ def execute(url: str, sql: str, params: tuple[object, ...] = ()) -> None:
 
 
 def record(url: str, job_id: uuid.UUID, token: uuid.UUID, worker: str, attempt: int) -> None:
-    execute(url, LEDGER_INSERT, (uuid.uuid4(), job_id, token, worker, attempt, 1))
+    now = dt.datetime.now(dt.UTC)
+    execute(url, LEDGER_INSERT, (uuid.uuid4(), job_id, token, worker, attempt, 1, now))
 
 
 @pytest.fixture(scope="module")
@@ -93,8 +94,9 @@ def run_one_twice(url: str, ids: list[uuid.UUID]) -> list[uuid.UUID]:
 
 
 def share_a_claim(url: str, ids: list[uuid.UUID]) -> list[uuid.UUID]:
-    execute(url, "INSERT INTO chaos_ledger (run_id, job_id, claim_token, worker_id, attempt, pid)"
-            " SELECT gen_random_uuid(), job_id, claim_token, worker_id, attempt, pid"
+    execute(url, "INSERT INTO chaos_ledger"
+            " (run_id, job_id, claim_token, worker_id, attempt, pid, at)"
+            " SELECT gen_random_uuid(), job_id, claim_token, worker_id, attempt, pid, at"
             " FROM chaos_ledger WHERE job_id = %s LIMIT 1", (ids[0],))  # fmt: skip
     return ids
 

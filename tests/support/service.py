@@ -142,6 +142,10 @@ class Service:
         except FileNotFoundError:
             return []
 
+    def tail(self, count: int = 30) -> str:
+        """Its last `count` log lines."""
+        return "\n".join(self.lines()[-count:])
+
     def events(self, event: str | None = None, **match: Any) -> list[dict[str, Any]]:
         """The logged events (optionally one kind, with fields equal to `match`)."""
         found = []
@@ -173,8 +177,9 @@ class Service:
         assert self.proc is not None
         code = self.proc.poll()
         if code is not None:
-            tail = "\n".join(self.lines()[-30:])
-            raise AssertionError(f"service exited with {code} waiting for {waiting_for}:\n{tail}")
+            raise AssertionError(
+                f"service exited with {code} waiting for {waiting_for}:\n{self.tail()}"
+            )
 
     def wait_ready(self, workers: int | None = None, timeout: float = 90.0) -> None:
         self.wait_event("supervisor.ready", timeout=timeout)
@@ -197,8 +202,9 @@ class Service:
         try:
             return self.proc.wait(timeout)
         except subprocess.TimeoutExpired:
-            tail = "\n".join(self.lines()[-30:])
-            raise AssertionError(f"service still running after {timeout}s:\n{tail}") from None
+            raise AssertionError(
+                f"service still running after {timeout}s:\n{self.tail()}"
+            ) from None
 
     def stop(self, timeout: float = 60.0) -> int:
         """SIGTERM and wait: the clean stop every scenario ends with."""
@@ -236,6 +242,9 @@ def services() -> Iterator[Callable[..., Service]]:
         yield make
     finally:
         for service in started:
+            # Captured, so shown only where the test failed: what each service
+            # logged last, whatever stopped the test (a pytest-timeout too).
+            print(f"--- the last lines of {service.log_path.name} ---\n{service.tail(40)}")
             service.kill_everything()
 
 

@@ -124,11 +124,25 @@ def test_pgbouncer_settings_reach_connect_and_the_workers() -> None:
             "JOBVISOR_LISTEN_URL": PG,
         }
     )
-    assert config.connection() == {"pgbouncer": True, "listen_url": PG}
+    assert config.connection() == {"pgbouncer": True, "listen_url": PG, "citus": False}
     env = config.to_env()
     assert (env["JOBVISOR_PGBOUNCER"], env["JOBVISOR_LISTEN_URL"]) == ("1", PG)
     assert Config.load(env=env) == config  # what a worker reads back
-    assert Config.load(env={}).connection() == {"pgbouncer": False, "listen_url": None}
+    assert Config.load(env={}).connection() == {
+        "pgbouncer": False,
+        "listen_url": None,
+        "citus": False,
+    }
+
+
+def test_citus_mode_reaches_connect_and_the_workers_and_needs_postgresql() -> None:
+    config = Config.load(env={"JOBVISOR_DATABASE_URL": PG, "JOBVISOR_CITUS": "on"})
+    assert config.connection()["citus"] is True
+    assert Config.load(env=config.to_env()) == config
+    with pytest.raises(ConfigError, match="JOBVISOR_CITUS='1': expected unset with a SQLite"):
+        Config.load(env={"JOBVISOR_CITUS": "1"})
+    with pytest.raises(ConfigError, match="JOBVISOR_CITUS='often'"):
+        Config.load(env={"JOBVISOR_DATABASE_URL": PG, "JOBVISOR_CITUS": "often"})
 
 
 def test_the_listen_urls_password_is_masked() -> None:

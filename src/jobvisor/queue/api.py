@@ -21,6 +21,7 @@ from .batch_scope import AsyncOpenBatch, OpenBatch
 from .bound import AsyncBound, SyncBound, bind_async, bind_sync
 from .dead import AsyncDeadJobs, DeadJobs
 from .drivers.borrowed import BorrowedRunner
+from .drivers.citus.dialect import CitusDialect, citus_mode
 from .drivers.postgres.dialect import POSTGRES
 from .drivers.postgres.errors import check_conninfo
 from .drivers.postgres.notify import listen_postgres
@@ -418,11 +419,12 @@ def _ctx(
     busy_timeout: float,
     max_payload_bytes: int | None,
     max_result_bytes: int | None,
+    citus: bool = False,
 ) -> ops.Ctx:
     validate.count("pool_size", pool_size, high=validate.MAX_POOL_SIZE)
     validate.seconds("busy_timeout", busy_timeout, high=validate.MAX_BUSY_TIMEOUT)
     return ops.Ctx(
-        dialect=POSTGRES if engine == "postgres" else SQLITE,
+        dialect=CitusDialect() if citus else POSTGRES if engine == "postgres" else SQLITE,
         clock=clock,
         require_correlation_id=require_correlation_id,
         retry=dict(retry or {}),
@@ -448,6 +450,7 @@ def connect(
     synchronous_commit: bool = True,
     pgbouncer: bool = False,
     listen_url: str | None = None,
+    citus: bool | None = None,
 ) -> Queue:
     """Open a queue on `postgresql://…` or `sqlite:///path.db`.
 
@@ -466,6 +469,9 @@ def connect(
     prepared on the server, and LISTEN goes to `listen_url` (a direct
     connection to the server; the async queue and its workers poll when it is
     None). `listen_url` may also be given without `pgbouncer`.
+    `citus=True` (PostgreSQL; default: `JOBVISOR_CITUS`, else off) says `url`
+    is a Citus coordinator whose jobs table `migrate()` spreads over the
+    cluster by bucket (docs/design.md, "Scale-out").
     Call `migrate()` once before first use; `check()` says whether it is needed.
 
     A URL libpq cannot parse raises `InvalidArgument` here; a server that
@@ -482,6 +488,7 @@ def connect(
         busy_timeout=busy_timeout,
         max_payload_bytes=max_payload_bytes,
         max_result_bytes=max_result_bytes,
+        citus=citus_mode(engine, citus),
     )
     _listen_target(engine, target, pgbouncer=pgbouncer, listen_url=listen_url)
     runner: SyncRunner
@@ -492,6 +499,7 @@ def connect(
             max_size=pool_size,
             synchronous_commit=synchronous_commit,
             pgbouncer=pgbouncer,
+            dialect=ctx.dialect,
         )
     else:
         runner = SqliteRunner(target, busy_timeout=busy_timeout)
@@ -546,6 +554,7 @@ def connect_async(
     synchronous_commit: bool = True,
     pgbouncer: bool = False,
     listen_url: str | None = None,
+    citus: bool | None = None,
 ) -> AsyncQueue:
     """`connect` for asyncio code; see `connect` for the options."""
     engine, target = parse_url(url)
@@ -560,6 +569,7 @@ def connect_async(
         busy_timeout=busy_timeout,
         max_payload_bytes=max_payload_bytes,
         max_result_bytes=max_result_bytes,
+        citus=citus_mode(engine, citus),
     )
     listen = _listen_target(engine, target, pgbouncer=pgbouncer, listen_url=listen_url)
     runner: AsyncRunner
@@ -570,6 +580,7 @@ def connect_async(
             max_size=pool_size,
             synchronous_commit=synchronous_commit,
             pgbouncer=pgbouncer,
+            dialect=ctx.dialect,
         )
     else:
         runner = AsyncSqliteRunner(target, busy_timeout=busy_timeout)

@@ -34,7 +34,7 @@ from .drivers.sqlite.sql.batches import BatchSql as SqliteBatchSql
 from .errors import BatchFinished, BatchNotFound, InvalidArgument
 from .jsonvalue import payload_json
 from .model import Job, JobStatus, NewJob, new_job_id
-from .ops.context import uuid_of
+from .ops.context import one_database, uuid_of
 from .ops.recovery import retention_ages
 from .ops.scheduling import _time_out
 from .plan import COMMIT, Plan, Steps, Stmt
@@ -140,6 +140,7 @@ def batch_open(
     `batch_id` and `meta` parameters); a task callback keeps its queue,
     priority and max_attempts. Bad input raises `InvalidArgument`, nothing
     written. Prefer `Queue.batch`, which opens, fills and closes one."""
+    one_database(ctx, "batch")
     d = ctx.dialect
     s = for_dialect(d.name)
     batch_id = new_job_id()
@@ -386,6 +387,8 @@ def batch_sweep(ctx: ops.Ctx, *, limit: int = SWEEP_LIMIT) -> Plan[int]:
     s = for_dialect(d.name)
 
     def steps() -> Steps[int]:
+        if d.bucket_count:  # a cluster has no batches (drivers.citus): nothing to read
+            return 0
         stalled = yield Stmt(s.BATCH_STALLED, {"limit": limit}, fetch="all")
         yield COMMIT
         fired = 0
@@ -417,6 +420,8 @@ def batch_cleanup(
     params.update(now=ctx.now(), limit=batch_size)
 
     def steps() -> Steps[int]:
+        if d.bucket_count:  # a cluster has no batches (drivers.citus): nothing to read
+            return 0
         deleted = 0
         while True:
             expired = yield Stmt(s.BATCH_EXPIRED, params, fetch="all")

@@ -96,7 +96,7 @@ class _Checker:
             if row is not None:
                 return row, None
         job = self._built(index, item)
-        return self._row_of(job), job
+        return self._row_of(job, given=isinstance(item, NewJob)), job
 
     def _quick(self, item: Mapping[str, Any]) -> list[Any] | None:
         """The row of an item that sets only the common options, all of them
@@ -149,10 +149,15 @@ class _Checker:
         self.names.add(job.queue)
         return job
 
-    def _row_of(self, job: NewJob) -> list[Any]:
+    def _row_of(self, job: NewJob, *, given: bool) -> list[Any]:
+        """`job`'s row; in Citus mode one built here without a key takes the
+        call's id for its row, as a quickly checked one does
+        (`Dialect.batch_ids`), and a `NewJob` given keeps its own."""
         d = self.dialect
+        key = job.placement_key
+        ours = key is None and d.bucket_count and not given
         return [
-            d.id(job.id),
+            None if ours else d.id(d.keyed_id(job.id, key)),
             job.queue,
             job.job_type,
             job.payload_json,
@@ -191,7 +196,7 @@ def check(
             if job.dedupe_key is not None or job.unique is not None:
                 keyed[index] = job
         rows.append(row)
-    ids = new_job_ids(len(rows))
+    ids = dialect.batch_ids(new_job_ids(len(rows)))
     _identify(rows, ids, dialect, queues)
     _correlate(rows, require_correlation_id)
     return Rows(rows=rows, ids=ids, delays=delays, keyed=keyed, queues=queues)
@@ -201,7 +206,7 @@ def _identify(rows: list[list[Any]], ids: list[uuid.UUID], d: Dialect, queues: s
     """Give the quickly checked rows their ids (a `NewJob` brought its own),
     in order, and gather the queues."""
     for index, row in enumerate(rows):
-        if row[ID] is None:
+        if row[ID] is None:  # no key, so no bucket of its key's
             row[ID] = d.id(ids[index])
         else:
             ids[index] = d.id_out(row[ID])

@@ -49,6 +49,11 @@ class ServiceOps(SyncBound):
     step_wait = bind_sync(ops.step_wait)
     event_set = bind_sync(ops.event_set)
 
+    def heard_bucket(self, bucket: int) -> None:
+        """A new job's notice named its bucket (Citus mode): the next claim
+        tries it first (`ops.hints.BucketHints`)."""
+        self._ctx.bucket_hints.heard(bucket)
+
     def step_transaction(self) -> contextlib.AbstractContextManager[Any]:
         """A transaction of the queue's (a thread handler's transactional step)."""
         return self._runner.transaction()
@@ -79,6 +84,11 @@ class AsyncServiceOps(AsyncBound):
     step_save = bind_async(ops.step_save)
     step_wait = bind_async(ops.step_wait)
     event_set = bind_async(ops.event_set)
+
+    def heard_bucket(self, bucket: int) -> None:
+        """A new job's notice named its bucket (Citus mode): the next claim
+        tries it first (`ops.hints.BucketHints`)."""
+        self._ctx.bucket_hints.heard(bucket)
 
     def step_transaction(self) -> contextlib.AbstractAsyncContextManager[Any]:
         """A transaction on a connection of the queue's pool (a transactional step's)."""

@@ -410,6 +410,15 @@ class NewJob:
         """The size of the payload's JSON in UTF-8 bytes."""
         return len(self.payload_json.encode("utf-8"))
 
+    @property
+    def placement_key(self) -> str | None:
+        """The key whose jobs must live together on a cluster (its unique
+        base, else its dedupe key, else its concurrency key): see
+        `Dialect.keyed_id`."""
+        if self.unique is not None:
+            return self.unique.base
+        return self.dedupe_key or self.concurrency_key
+
 
 def _unique_key(
     job_type: str, text: str, unique: object, on_conflict: object, dedupe_key: object

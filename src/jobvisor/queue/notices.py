@@ -7,6 +7,8 @@ kind is a JSON object `{"kind": …, "queue": …, "id": …}` that may carry mo
 keys, so a feature that needs its own notice adds a kind, not a channel. A
 new job of a priority other than 0 is such an object too, with its
 `priority`: a worker busy with jobs of a lower priority claims it at once.
+In Citus mode every new job's notice is an object with its `bucket`: an idle
+worker claims from that bucket first, without a look across the shards.
 SQLite has no notifications: a poll of the file's change counter stands in.
 """
 
@@ -51,10 +53,11 @@ class Notice:
     queue: str | None = None
     id: uuid.UUID | None = None
     priority: int | None = None  # a new job's, when not 0
+    bucket: int | None = None  # a new job's bucket value (Citus mode, `drivers.citus`)
 
     def payload(self) -> str:
         """The NOTIFY payload that carries this notice."""
-        bare = self.id is None and not self.priority
+        bare = self.id is None and not self.priority and self.bucket is None
         if self.kind == NoticeKind.JOB and self.queue is not None and bare:
             return self.queue
         fields: dict[str, Any] = {"kind": str(self.kind)}
@@ -64,6 +67,8 @@ class Notice:
             fields["id"] = str(self.id)
         if self.priority:
             fields["priority"] = self.priority
+        if self.bucket is not None:
+            fields["bucket"] = self.bucket
         return json.dumps(fields, separators=(",", ":"))
 
     @classmethod
@@ -73,12 +78,13 @@ class Notice:
             try:
                 fields = json.loads(payload)
                 raw_id = fields.get("id")
-                priority = fields.get("priority")
+                priority, bucket = fields.get("priority"), fields.get("bucket")
                 return cls(
                     kind=str(fields["kind"]),
                     queue=fields.get("queue"),
                     id=None if raw_id is None else uuid.UUID(raw_id),
-                    priority=priority if type(priority) is int else None,
+                    priority=priority if type(priority) is int and priority else None,
+                    bucket=bucket if type(bucket) is int else None,
                 )
             except (ValueError, TypeError, KeyError, AttributeError):
                 pass  # a queue whose name starts with "{"

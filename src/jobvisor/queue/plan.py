@@ -227,7 +227,31 @@ class Dialect(Protocol):
     claimed jobs until vacuum may remove them; not on SQLite, which updates
     its index in place."""
 
+    bucket_count: int
+    """How many buckets the jobs table is spread over (0: one table; Citus
+    mode, see `drivers.citus`: a claim takes from one bucket at a time)."""
+
     def id(self, value: uuid.UUID) -> Any: ...
+
+    def keyed_id(self, job_id: uuid.UUID, key: str | None) -> uuid.UUID:
+        """The id a new job with this dedupe or concurrency key takes (the
+        same but in Citus mode, where it puts the job in its key's bucket)."""
+        ...
+
+    def batch_ids(self, ids: list[uuid.UUID]) -> list[uuid.UUID]:
+        """The ids the jobs of one bulk enqueue without a key take (the same
+        but in Citus mode, where runs of them share a bucket)."""
+        ...
+
+    def distribute(self) -> Steps[None]:
+        """`migrate`'s last steps in Citus mode: spread the jobs table over
+        the cluster, once."""
+        ...
+
+    def route(self, steps: Steps[Any], now: Callable[[], Any]) -> Steps[Any]:
+        """An operation's steps as this engine runs them (the same but in
+        Citus mode, where each statement names its jobs' buckets)."""
+        ...
 
     def time(self, value: dt.datetime | None) -> Any: ...
 

@@ -123,6 +123,17 @@ MAX_PAYLOAD_BYTES_LIMIT: Final = 64 * 1024 * 1024
 """The largest payload size limit that may be configured."""
 
 
+def flag(text: str) -> bool:
+    """An on/off word as settings and environment variables spell it: 1, true,
+    yes, on; 0, false, no, off or nothing. ValueError for anything else."""
+    value = text.strip().lower()
+    if value in ("1", "true", "yes", "on"):
+        return True
+    if value in ("0", "false", "no", "off", ""):
+        return False
+    raise ValueError(text)
+
+
 def short(value: Any, width: int = 80) -> str:
     """`repr(value)` cut to `width` characters, for a message; never raises
     (an integer too long to print is described instead)."""

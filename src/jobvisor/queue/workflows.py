@@ -33,7 +33,7 @@ from .drivers.postgres.sql.workflows import WorkflowSql as PostgresWorkflowSql
 from .drivers.sqlite.sql.workflows import WorkflowSql as SqliteWorkflowSql
 from .errors import InvalidArgument, JobNotFound
 from .model import TERMINAL, UTC, JobStatus, NewJob, new_job_ids
-from .ops.context import Ctx, _job_id, uuid_of
+from .ops.context import Ctx, _job_id, one_database, uuid_of
 from .ops.control import _requester
 from .placeholders import placeholder_nodes
 from .plan import Plan, Steps, Stmt
@@ -242,6 +242,7 @@ def enqueue_workflow(ctx: Ctx, workflow: WorkflowSpec, *, conn: Any = None) -> P
     caller commits. Its jobs share a correlation id: the context's, else the
     workflow's id. `InvalidArgument` (nothing written) for a bad name, node,
     option or parent."""
+    one_database(ctx, "enqueue_workflow")
     (workflow_id,) = new_job_ids(1)
     checked = _check(ctx, workflow, workflow_id)
     return Plan(_insert(ctx, workflow, workflow_id, checked), conn=conn)
@@ -258,6 +259,7 @@ def enqueue_workflow_once(
     workers on one tick) writes nothing and gets that workflow's id, so a
     job starts one workflow however often it runs. `JobNotFound` for no
     such job; `InvalidArgument` (nothing written) as `enqueue_workflow`."""
+    one_database(ctx, "a schedule's workflow")
     jid = _job_id(job_id)
     (workflow_id,) = new_job_ids(1)
     checked = _check(ctx, workflow, workflow_id, ctx.dialect.meta(dict(meta)))
@@ -401,7 +403,9 @@ def retry_workflow(ctx: Ctx, workflow_id: uuid.UUID | str) -> Plan[int]:
     the jobs not yet running that went on after one of them failed, go back
     to `waiting` (or `pending` when every parent of theirs has completed),
     their attempts reset. Completed jobs keep their results, which their
-    children have already. Returns how many jobs were requeued (0: nothing
+    children have already. A job that went on and is running still finishes
+    its attempt; should that attempt not complete, it waits for its restarted
+    parents like the rest. Returns how many jobs were requeued (0: nothing
     had failed); `WorkflowNotFound` if there is no such workflow."""
     wid = uuid_of("workflow id", workflow_id)
     d = ctx.dialect
@@ -421,6 +425,8 @@ def retry_workflow(ctx: Ctx, workflow_id: uuid.UUID | str) -> Plan[int]:
         else:
             id_param = ids
         yield Stmt(sql.WORKFLOW_RETRY_EDGES, {"ids": id_param})
+        yield Stmt(sql.WORKFLOW_RETRY_HOLD_JOBS, {"ids": id_param})
+        yield Stmt(sql.WORKFLOW_RETRY_HOLD_EDGES, {"ids": id_param})
         queues = yield Stmt(sql.WORKFLOW_RETRY_JOBS, {"ids": id_param, "now": ctx.now()}, "all")
         if d.notifies:
             for queue in sorted({row[0] for row in queues}):

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 from typing import TYPE_CHECKING, Final
 
+from ..queue.internal import service_ops
 from ..queue.notices import NoticeKind
 from .claiming import jump
 from .running import request_cancel
@@ -43,6 +44,8 @@ async def listen_loop(worker: Worker) -> None:
                     continue  # a job ended: no new work
                 elif notice.priority is not None:
                     jump(worker, notice.priority)
+                if notice.bucket is not None:  # Citus mode: claim where the job is
+                    service_ops(worker.queue).heard_bucket(notice.bucket)
                 worker._wake.set()
         except Exception as exc:
             delay = worker._retry_in(Loop.LISTEN, exc, base=LISTEN_RETRY_BASE, cap=LISTEN_RETRY_CAP)

@@ -29,5 +29,9 @@ def test_the_lifespan_reads_the_pgbouncer_settings(
     monkeypatch.setenv("JOBVISOR_DATABASE_URL", BOUNCED)
     monkeypatch.setenv("JOBVISOR_PGBOUNCER", "1")
     monkeypatch.setenv("JOBVISOR_LISTEN_URL", listen_url)
-    assert Config.load().connection() == {"pgbouncer": True, "listen_url": listen_url or None}
+    assert Config.load().connection() == {
+        "pgbouncer": True,
+        "listen_url": listen_url or None,
+        "citus": False,
+    }
     assert run_async(_listens_in_lifespan) is listens

@@ -12,6 +12,7 @@ import pytest
 
 import jobvisor
 from jobvisor import JobStatus, Queue
+from jobvisor.queue.ops import hints
 from tests.support.invariants import assert_invariants, status_counts
 from tests.support.queue import Clock, MakeQueue, child_claim_all, close_to, run_in_processes
 
@@ -103,6 +104,20 @@ def test_queue_filter_with_several_names(queue: Queue) -> None:
     got = {j.queue for j in queue.claim("w", queues=("a", "c"), limit=10)}
     assert got == {"a", "c"}
     assert queue.get(ids["b"]).status is JobStatus.PENDING
+
+
+def test_a_look_for_limits_that_finds_none_never_skips_the_plain_claim(
+    queue: Queue, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Every claim looks for limited groups again, and a plain claim that came
+    # back short would rest for a minute were any about: with none, the next
+    # claim still takes the job that is due.
+    monkeypatch.setattr(hints, "LIMITS_RECHECK", 0.0)
+    monkeypatch.setattr(hints, "PLAIN_RECHECK", 60.0)
+    first = queue.enqueue("t")
+    assert [j.id for j in queue.claim("w", limit=10)] == [first]  # short: 1 of 10
+    second = queue.enqueue("t")
+    assert [j.id for j in queue.claim("w", limit=10)] == [second]
 
 
 def test_future_job_not_claimed_until_its_time(cqueue: Queue, clock: Clock, url: str) -> None:

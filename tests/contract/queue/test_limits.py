@@ -445,7 +445,16 @@ def test_racing_claimers_in_processes_never_pass_the_limit(make_queue: MakeQueue
 def test_a_limited_jobs_completion_or_failure_wakes_its_queues_workers(pg_url: str) -> None:
     """PostgreSQL: the statement that frees a limited slot notifies the
     job's queue (an unlimited job's completion sends nothing)."""
-    with jobvisor.connect(pg_url) as q:
+    began, completed, failed = limited_end_notices(pg_url)
+    assert began.kind == NoticeKind.MISSED
+    assert completed == failed == Notice(NoticeKind.JOB, "mail")
+
+
+def limited_end_notices(url: str) -> list[Notice]:
+    """The notices a listener on queue `mail` hears: when listening begins,
+    after a limited job's completion (an unlimited one's first, which must
+    send none), after a limited job's failure."""
+    with jobvisor.connect(url) as q:
         q.migrate()
         q.set_limit(job_type="capped", concurrency=1)
         q.enqueue_many([{"job_type": "capped", "queue": "mail"}] * 2)
@@ -455,7 +464,7 @@ def test_a_limited_jobs_completion_or_failure_wakes_its_queues_workers(pg_url: s
 
     async def body() -> list[Notice]:
         got: list[Notice] = []
-        async with jobvisor.connect_async(pg_url) as aq:
+        async with jobvisor.connect_async(url) as aq:
             notices = aq.notifications(queues=["mail"])
             async with asyncio.timeout(30):
                 got.append(await anext(notices))  # missed: listening begins
@@ -472,6 +481,4 @@ def test_a_limited_jobs_completion_or_failure_wakes_its_queues_workers(pg_url: s
             await notices.aclose()
         return got
 
-    began, completed, failed = run_async(body)
-    assert began.kind == NoticeKind.MISSED
-    assert completed == failed == Notice(NoticeKind.JOB, "mail")
+    return run_async(body)

@@ -105,6 +105,8 @@ def test_sqlite_notices_arrive_after_an_enqueue(sqlite_url: str) -> None:
         Notice("paused", "{x"),
         Notice(NoticeKind.JOB, "mail", priority=7),
         Notice(NoticeKind.JOB, "mail", priority=-2),
+        Notice(NoticeKind.JOB, "mail", bucket=13),
+        Notice(NoticeKind.JOB, "mail", priority=3, bucket=-40),
     ],
 )
 def test_a_notice_travels_as_its_payload(notice: Notice) -> None:

@@ -239,20 +239,21 @@ def test_retry_requeues_the_failed_part_and_keeps_completed_results(queue: Queue
     assert_invariants(url)
 
 
-def test_retry_holds_back_a_retryable_child_that_went_on_after_a_failed_parent(
-    queue: Queue, url: str
-) -> None:
-    wf = jobvisor.Workflow("retry-retryable")
+def _parent_died(queue: Queue, name: str) -> Any:
+    """A workflow of a parent `a` (one attempt) and a child `c` that goes on
+    after it fails (three attempts), enqueued, its parent dead; its id."""
+    wf = jobvisor.Workflow(name)
     a = wf.add("a", None, max_attempts=1)
     wf.add("c", {"a": a.result}, on_parent_failure="run", max_attempts=3)
     wid = queue.enqueue_workflow(wf)
     (parent,) = queue.claim("w")
     queue.fail(parent, "boom")
-    (child,) = _claim_exactly(queue, 1)
-    queue.fail(child, "child failed")  # between attempts when the workflow is retried
-    assert _statuses(queue, wid) == {"a": JobStatus.DEAD, "c": JobStatus.RETRYABLE}
-    assert queue.retry_workflow(wid) == 2
-    assert _statuses(queue, wid) == {"a": JobStatus.PENDING, "c": JobStatus.WAITING}
+    return wid
+
+
+def _parent_then_child(queue: Queue, wid: Any) -> None:
+    """After a retry: the parent runs again first, then the child, with the
+    parent's new result and no failed parent."""
     (again,) = _claim_exactly(queue, 1)
     assert again.job_type == "a"  # the child waits for its parent's new run
     queue.complete(again, result="late")
@@ -260,6 +261,55 @@ def test_retry_holds_back_a_retryable_child_that_went_on_after_a_failed_parent(
     assert JobContext(child, "w").payload == {"a": "late"}
     assert JobContext(child, "w").failed_parents == {}
     queue.complete(child)
+    assert queue.workflow(wid).counts == {JobStatus.COMPLETED: 2}
+
+
+def test_retry_holds_back_a_retryable_child_that_went_on_after_a_failed_parent(
+    queue: Queue, url: str
+) -> None:
+    wid = _parent_died(queue, "retry-retryable")
+    (child,) = _claim_exactly(queue, 1)
+    queue.fail(child, "child failed")  # between attempts when the workflow is retried
+    assert _statuses(queue, wid) == {"a": JobStatus.DEAD, "c": JobStatus.RETRYABLE}
+    assert queue.retry_workflow(wid) == 2
+    assert _statuses(queue, wid) == {"a": JobStatus.PENDING, "c": JobStatus.WAITING}
+    _parent_then_child(queue, wid)
+    assert_invariants(url)
+
+
+@pytest.mark.parametrize("ending", ["fail", "snooze", "crash"])
+def test_retry_lets_a_running_child_that_went_on_finish_its_attempt_or_wait(
+    queue: Queue, url: str, ending: str
+) -> None:
+    wid = _parent_died(queue, "retry-running")
+    (child,) = queue.claim("w2")  # went on after its parent died; still running
+    assert queue.retry_workflow(wid) == 1
+    assert _statuses(queue, wid) == {"a": JobStatus.PENDING, "c": JobStatus.RUNNING}
+    if ending == "fail":
+        assert queue.fail(child, "child failed") is JobStatus.WAITING
+    elif ending == "snooze":
+        queue.snooze(child, 0)
+    else:
+        queue.requeue_crashed("w2", error="killed")
+    # Its next attempt waits for the parent's new run.
+    assert _statuses(queue, wid) == {"a": JobStatus.PENDING, "c": JobStatus.WAITING}
+    _parent_then_child(queue, wid)
+    assert_invariants(url)
+
+
+def test_retry_leaves_a_running_child_that_went_on_to_complete(queue: Queue, url: str) -> None:
+    wf = jobvisor.Workflow("retry-running-completes")
+    a = wf.add("a", None, max_attempts=1)
+    wf.add("c", {"a": a.result}, on_parent_failure="run")
+    wid = queue.enqueue_workflow(wf)
+    (parent,) = queue.claim("w")
+    queue.fail(parent, "boom")
+    (child,) = queue.claim("w")
+    assert queue.retry_workflow(wid) == 1
+    queue.complete(child, result="went on")
+    (again,) = _claim_exactly(queue, 1)
+    queue.complete(again)
+    assert queue.claim("w") == []
     assert queue.workflow(wid).counts == {JobStatus.COMPLETED: 2}
     assert_invariants(url)
 

@@ -80,28 +80,39 @@ def stop_all(services_: list[Service], url: str) -> None:
     assert_invariants(url)
 
 
+def capped_and_free(
+    url: str, tmp_path: Path, start_service: Callable[..., Service], capped: int
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """Run `capped` jobs of the type limited to 3 and 20 of a free type on
+    three supervisors: the intervals of each, checked to hold the limit."""
+    live = three_supervisors(url, tmp_path, start_service)
+    with jobvisor.connect(url) as q:
+        q.enqueue_many([{"job_type": "capped", "payload": {"hold": 0.2}}] * capped)
+        q.enqueue_many([{"job_type": "free", "payload": {"hold": 0.5}}] * 20)
+    wait_until(done(url, "capped", capped), timeout=120, what="the capped jobs done")
+    wait_until(done(url, "free", 20), timeout=60, what="the free jobs done")
+    stop_all(live, url)
+    intervals = results(url, "capped")
+    assert len(intervals) == capped
+    assert most_at_once(intervals) == 3
+    return intervals, results(url, "free")
+
+
 def test_a_type_limit_holds_across_three_supervisors_and_uses_every_slot(
     url: str, tmp_path: Path, start_service: Callable[..., Service]
 ) -> None:
-    live = three_supervisors(url, tmp_path, start_service)
-    with jobvisor.connect(url) as q:
-        q.enqueue_many([{"job_type": "capped", "payload": {"hold": 0.2}}] * 45)
-        q.enqueue_many([{"job_type": "free", "payload": {"hold": 0.5}}] * 20)
-    wait_until(done(url, "capped", 45), timeout=90, what="the capped jobs done")
-    wait_until(done(url, "free", 20), timeout=30, what="the free jobs done")
-    stop_all(live, url)
-    capped = results(url, "capped")
-    assert len(capped) == 45
-    assert most_at_once(capped) == 3
+    capped, free = capped_and_free(url, tmp_path, start_service, 45)
     span = max(i["end"] for i in capped) - min(i["start"] for i in capped)
     busy = sum(i["end"] - i["start"] for i in capped)
     assert busy / span >= 2.0, f"on average {busy / span:.2f} of 3 slots busy"
-    assert most_at_once(results(url, "free")) > 3  # the limit is the type's alone
+    assert most_at_once(free) > 3  # the limit is the type's alone
 
 
-def test_a_key_limit_holds_per_key_across_three_supervisors(
+def per_tenant_runs(
     url: str, tmp_path: Path, start_service: Callable[..., Service]
-) -> None:
+) -> list[dict[str, Any]]:
+    """Run four jobs of each of ten keys of the type limited to one per key
+    on three supervisors: their intervals, checked to hold the limit."""
     live = three_supervisors(url, tmp_path, start_service)
     keys = [f"tenant:{n}" for n in range(10)]
     with jobvisor.connect(url) as q:
@@ -118,6 +129,13 @@ def test_a_key_limit_holds_per_key_across_three_supervisors(
     assert len(got) == 40
     for key in keys:
         assert most_at_once([i for i in got if i["key"] == key]) == 1, key
+    return got
+
+
+def test_a_key_limit_holds_per_key_across_three_supervisors(
+    url: str, tmp_path: Path, start_service: Callable[..., Service]
+) -> None:
+    got = per_tenant_runs(url, tmp_path, start_service)
     assert most_at_once(got) == 10  # every key had its slot at once
 
 

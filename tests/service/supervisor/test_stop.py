@@ -4,6 +4,7 @@ SIGTERM or a SIGQUIT cuts the drain short."""
 
 from __future__ import annotations
 
+import os
 import signal
 from collections.abc import Callable
 from pathlib import Path
@@ -48,6 +49,9 @@ def test_a_job_longer_than_the_drain_is_released_and_finished_by_the_next_superv
     settings = {"JOBVISOR_SHUTDOWN_TIMEOUT": "1"}
     first = start_service(url, tmp_path, settings, name="first")
     wait_until(lambda: job(url, long_job)["status"] == "running", what="the long job running")
+    # Its handler started (it leaves the marker first): a stop between the
+    # claim and the handler's start would leave the next run sleeping instead.
+    wait_until(lambda: os.path.exists(marker), what="the long job's handler running")
 
     assert first.stop(timeout=1 + STOP_MARGIN + 10) == 0
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import uuid
 from collections.abc import (
     Callable,
     Sequence,
@@ -12,6 +13,7 @@ from collections.abc import (
 from typing import Any, Final
 
 from ..model import JobStatus
+from ..plan import Steps
 
 _STATUS = {status.value: status for status in JobStatus}
 
@@ -43,3 +45,22 @@ def _left_behind(row: Sequence[Any], at: Callable[[Any], dt.datetime]) -> tuple[
 
 
 # --- driver errors ------------------------------------------------------------
+
+
+class OneTable:
+    """What a dialect of one jobs table says where Citus mode's spreads it
+    (see `Dialect.bucket_count`, `keyed_id`, `route`, `distribute`)."""
+
+    bucket_count = 0
+
+    def keyed_id(self, job_id: uuid.UUID, key: str | None) -> uuid.UUID:
+        return job_id
+
+    def batch_ids(self, ids: list[uuid.UUID]) -> list[uuid.UUID]:
+        return ids
+
+    def route(self, steps: Steps[Any], now: Callable[[], Any]) -> Steps[Any]:
+        return steps
+
+    def distribute(self) -> Steps[None]:
+        raise NotImplementedError("one table: nothing to distribute")

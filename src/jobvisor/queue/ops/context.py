@@ -20,7 +20,7 @@ from ..model import (
     RetryPolicy,
 )
 from ..plan import COMMIT, Dialect, Steps, Stmt
-from .hints import ClaimBounds, LimitsSeen
+from .hints import BucketHints, ClaimBounds, LimitsSeen
 
 DEFAULT_LEASE = validate.DEFAULT_LEASE
 DEFAULT_CLEANUP_BATCH = 1000
@@ -44,6 +44,7 @@ class Ctx:
     max_result_bytes: int = validate.DEFAULT_MAX_RESULT_BYTES
     limits_seen: LimitsSeen = dataclasses.field(default_factory=LimitsSeen)
     claim_bounds: ClaimBounds = dataclasses.field(default_factory=ClaimBounds)
+    bucket_hints: BucketHints = dataclasses.field(default_factory=BucketHints)
 
     def now(self) -> Any:
         """The injected clock's time in the engine's form, or None for the database's."""
@@ -139,3 +140,15 @@ def _delete_in_batches(sql: LiteralString, params: dict[str, Any], batch_size: i
         yield COMMIT
         if deleted < batch_size:
             return total
+
+
+def one_database(ctx: Ctx, what: str) -> None:
+    """Refuse, writing nothing, what Citus mode does not run: work that ties
+    jobs of different buckets together (workflows, batches) or keeps
+    rows about a job in tables of their own (durable steps, signals, events).
+    See docs/design.md, "Scale-out"."""
+    if ctx.dialect.bucket_count:
+        raise InvalidArgument(
+            f"{what}: not available in Citus mode (JOBVISOR_CITUS=on), where each"
+            " statement reaches one bucket of jobs; run it on a single PostgreSQL database"
+        )

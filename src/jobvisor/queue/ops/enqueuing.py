@@ -32,7 +32,7 @@ def _insert_one(ctx: Ctx, job: NewJob, *, notify: bool) -> Steps[uuid.UUID]:
     go in between, the insert is tried again."""
     d = ctx.dialect
     params = {
-        "id": d.id(job.id),
+        "id": d.id(d.keyed_id(job.id, job.placement_key)),
         "queue": job.queue,
         "job_type": job.job_type,
         "payload": job.payload_json,

@@ -69,6 +69,11 @@ class LimitsSeen:
         present, at = self._seen.get(key, (True, 0.0))
         return present or time.monotonic() - at >= LIMITS_RECHECK
 
+    def present(self, key: Any) -> bool:
+        """Whether the last look found a limited group this filter concerns
+        (True before any look)."""
+        return self._seen.get(key, (True, 0.0))[0]
+
     def saw(self, key: Any, present: bool) -> None:
         self._seen[key] = (present, time.monotonic())
 
@@ -76,7 +81,7 @@ class LimitsSeen:
         """Every other claim takes limited jobs first, so a backlog of others
         filling each batch does not starve them."""
         self._turn = not self._turn
-        return self._turn and self._seen.get(key, (True, 0.0))[0]
+        return self._turn and self.present(key)
 
     def plain_worth_trying(self, key: Any) -> bool:
         """Whether to run the plain claim beside a limited one: not for
@@ -172,3 +177,41 @@ class ClaimBounds:
         queue resumed): the next claims are full ones."""
         self._bounds.clear()
         self._full.clear()
+
+
+class BucketHints:
+    """Where this queue's claims on a Citus cluster take from (`drivers.citus`),
+    per claim filter: the bucket its last full claim came from. A claim goes
+    back there first, so a busy claimer runs one statement per claim, on one
+    shard, and its completions go to that shard too; it looks across the
+    shards for the bucket of the most urgent due job again when that bucket
+    comes back short, and every `REFRESH` claims even when it does not, so
+    no bucket waits long behind another that keeps filling."""
+
+    REFRESH = 16
+
+    def __init__(self) -> None:
+        self._bucket: dict[Any, Any] = {}
+        self._claims: dict[Any, int] = {}
+        self._heard: Any = None
+
+    def heard(self, bucket: Any) -> None:
+        """A new job's notice named its bucket: the next claim tries it first."""
+        self._heard = bucket
+
+    def take_heard(self) -> Any:
+        """The bucket a notice named since the last claim (None: none), once."""
+        heard, self._heard = self._heard, None
+        return heard
+
+    def bucket(self, key: Any) -> Any:
+        """The bucket value to try first, or None to look across the shards."""
+        count = self._claims.get(key, 0) + 1
+        self._claims[key] = count
+        return None if count % self.REFRESH == 0 else self._bucket.get(key)
+
+    def full(self, key: Any, bucket: Any) -> None:
+        self._bucket[key] = bucket
+
+    def short(self, key: Any) -> None:
+        self._bucket.pop(key, None)

@@ -130,7 +130,8 @@ def cleanup(
         for status, age in ages.items():
             params = {"status": status.value, "age": age, "limit": batch_size, "now": now}
             total += yield from _delete_in_batches(sql, params, batch_size)
-        total += yield from _delete_finished_workflows(ctx, ages, batch_size)
+        if not ctx.dialect.bucket_count:  # a cluster has no workflows (drivers.citus)
+            total += yield from _delete_finished_workflows(ctx, ages, batch_size)
         return total
 
     return Plan(steps(), transaction=False)

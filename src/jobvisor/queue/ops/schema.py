@@ -40,6 +40,8 @@ def migrate(ctx: Ctx) -> Plan[list[int]]:
             yield Script(script)
             yield Stmt(sql.MIGRATION_RECORD, {"version": version, "name": name})
             done.append(version)
+        if ctx.dialect.bucket_count:
+            yield from ctx.dialect.distribute()
         return done
 
     return Plan(steps())

@@ -35,7 +35,7 @@ from ..errors import EventNotSet, InvalidArgument, JobNotFound, LeaseLost
 from ..jsonvalue import payload_json
 from ..model import TERMINAL, UTC, Job, JobStatus
 from ..plan import Plan, Steps, Stmt
-from .context import Ctx, _held, _job_id
+from .context import Ctx, _held, _job_id, one_database
 from .control import Waiting
 
 # A wait without a timeout is due this far ahead: in practice never, until
@@ -227,6 +227,7 @@ def step_save(
     commits with it; on PostgreSQL the transaction's commit then waits for
     its WAL flush whatever the session says (the application's writes ride
     in it), and `LeaseLost` leaves the caller to roll back."""
+    one_database(ctx, "job.step")
     _held("job", [job])
     d = ctx.dialect
     sql = _step_sql(d.name)
@@ -274,6 +275,7 @@ def step_wait(
     parked (`PARKED`): pending, due at the deadline, its attempt given back
     (cancelled instead when a cancel was requested). `LeaseLost` when the
     claim is no longer held: nothing is written."""
+    one_database(ctx, "job.wait_signal / job.sleep")
     _held("job", [job])
     d = ctx.dialect
     sql = _step_sql(d.name)
@@ -326,6 +328,7 @@ def signal(ctx: Ctx, job_id: uuid.UUID | str, name: str, payload: Any = None) ->
     workers are woken by a notification in the same transaction).
     `JobNotFound` if there is no such job; `InvalidArgument` if it has
     finished (nothing would ever take the signal) or for a bad name or payload."""
+    one_database(ctx, "signal")
     jid = _job_id(job_id)
     d = ctx.dialect
     sql = _step_sql(d.name)
@@ -354,6 +357,7 @@ def event_set(ctx: Ctx, job: Job, key: str, value: Any) -> Plan[None]:
     """A held job publishes `value` (JSON; None stores null) under `key`,
     replacing what it published there before. `LeaseLost` when the claim is
     no longer held: nothing is written."""
+    one_database(ctx, "job.set_event")
     _held("job", [job])
     d = ctx.dialect
     sql = _step_sql(d.name)

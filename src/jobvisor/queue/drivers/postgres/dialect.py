@@ -12,7 +12,7 @@ from typing import Any, Final
 
 from ...model import Job
 from ...plan import Dialect, SqlSet
-from ..shared import _CLAIM_COLUMNS, _STATUS, _from_iso, _left_behind, _meta_json
+from ..shared import _CLAIM_COLUMNS, _STATUS, OneTable, _from_iso, _left_behind, _meta_json
 from . import sql as sql_postgres
 
 # Each process reckons the database's time from its own reading of the server's
@@ -24,7 +24,7 @@ from . import sql as sql_postgres
 CLOCK_SLACK: Final = 0.05
 
 
-class PostgresDialect:
+class PostgresDialect(OneTable):
     """PostgreSQL takes Python values as they are; lists are arrays."""
 
     name = "postgres"

@@ -48,9 +48,35 @@ def wrap_postgres(exc: psycopg.Error) -> JobvisorError:
             f"the database has no jobvisor schema or an older one; run `jobvisor migrate` "
             f"({driver_text(exc)})"
         )
-    if isinstance(exc, psycopg.OperationalError | psycopg.InterfaceError):
+    if isinstance(exc, psycopg.OperationalError | psycopg.InterfaceError) or _node_lost(exc):
         return DatabaseUnavailable(f"database unavailable ({driver_text(exc)})")
+    if isinstance(exc, psycopg.errors.FeatureNotSupported) and "distributed" in str(exc):
+        return DatabaseError(
+            f"database error ({driver_text(exc)}): the jobs table is spread over a Citus"
+            " cluster; set JOBVISOR_CITUS=1 (connect(..., citus=True))"
+        )
     return DatabaseError(f"database error ({driver_text(exc)})")
+
+
+# What a Citus coordinator says (as an internal error) when a worker node it
+# needs for the statement does not answer: the database is away in part, and
+# the statement is worth trying again as when the server itself is away.
+_NODE_LOST: Final = (
+    "connection to the remote node",
+    "connection marked as essential",
+    "could not establish any connections to the node",
+    "could not connect to the remote node",
+    "terminating connection due to",
+    "server closed the connection unexpectedly",
+    "connection not open",
+)
+
+
+def _node_lost(exc: psycopg.Error) -> bool:
+    if not isinstance(exc, psycopg.errors.InternalError_):
+        return False
+    text = str(exc)
+    return any(sign in text for sign in _NODE_LOST)
 
 
 class _Connecting:

@@ -96,8 +96,10 @@ class PostgresRunner:
         max_size: int = 4,
         synchronous_commit: bool = True,
         pgbouncer: bool = False,
+        dialect: Dialect = POSTGRES,
     ) -> None:
         self.target = url
+        self.dialect = dialect
         self.connecting = _Connecting()
         self.clock = clock = DatabaseClock()
         self.session = session = PgSession.build(
@@ -151,6 +153,7 @@ class PostgresRunner:
             clock.read(cur)
         if opening is not None:
             cur.execute(opening)
+        steps = self.dialect.route(steps, clock.now)
         result: Any = None
         try:
             while True:

@@ -106,8 +106,10 @@ class AsyncPostgresRunner:
         max_size: int = 4,
         synchronous_commit: bool = True,
         pgbouncer: bool = False,
+        dialect: Dialect = POSTGRES,
     ) -> None:
         self.target = url
+        self.dialect = dialect
         self.connecting = _Connecting()
         self.clock = clock = DatabaseClock()
         self.session = session = PgSession.build(
@@ -177,6 +179,7 @@ class AsyncPostgresRunner:
             await clock.read_async(cur)
         if opening is not None:
             await cur.execute(opening)
+        steps = self.dialect.route(steps, clock.now)
         result: Any = None
         try:
             while True:

@@ -13,7 +13,7 @@ from typing import Any
 
 from ...model import UTC, Job
 from ...plan import Dialect, SqlSet
-from ..shared import _CLAIM_COLUMNS, _STATUS, _left_behind, _meta_json
+from ..shared import _CLAIM_COLUMNS, _STATUS, OneTable, _left_behind, _meta_json
 from . import sql as sql_sqlite
 
 
@@ -25,7 +25,7 @@ def _from_epoch(value: float | None) -> dt.datetime | None:
     return None if value is None else dt.datetime.fromtimestamp(value, UTC)
 
 
-class SqliteDialect:
+class SqliteDialect(OneTable):
     """SQLite stores ids as text, claim tokens as 32 hex digits, times as Unix
     epoch seconds, payloads and meta as JSON text, and receives lists as JSON."""
 

@@ -46,7 +46,8 @@ JOB_FAIL: Final[LiteralString] = (
     # spent (cancelled, keeping the request's text, when a cancel was requested).
     "UPDATE jobvisor_jobs SET"
     " status = CASE WHEN cancel_requested_at IS NOT NULL THEN 'cancelled'"
-    "   WHEN attempts >= max_attempts THEN 'dead' ELSE 'retryable' END,"
+    "   WHEN attempts >= max_attempts THEN 'dead'"
+    "   WHEN waiting_on > 0 THEN 'waiting' ELSE 'retryable' END,"
     " run_at = CASE WHEN attempts >= max_attempts OR cancel_requested_at IS NOT NULL THEN run_at"
     "   ELSE %(now)s::timestamptz + %(delay)s::float8 * interval '1 second' END,"
     " finished_at = CASE WHEN attempts >= max_attempts OR cancel_requested_at IS NOT NULL"
@@ -72,7 +73,8 @@ JOB_SNOOZE: Final[LiteralString] = (
     # A held job asked to run again after `delay` seconds; the attempt is given
     # back (cancelled instead when a cancel was requested).
     "UPDATE jobvisor_jobs SET"
-    " status = CASE WHEN cancel_requested_at IS NULL THEN 'pending' ELSE 'cancelled' END,"
+    " status = CASE WHEN cancel_requested_at IS NOT NULL THEN 'cancelled'"
+    "   WHEN waiting_on > 0 THEN 'waiting' ELSE 'pending' END,"
     " finished_at = CASE WHEN cancel_requested_at IS NOT NULL"
     "   THEN %(now)s::timestamptz END, attempts = attempts - 1,"
     " run_at = %(now)s::timestamptz + %(delay)s::float8 * interval '1 second',"
@@ -85,7 +87,8 @@ JOB_RELEASE_MANY: Final[LiteralString] = (
     # Interrupted through no fault of their own: pending again now, attempts
     # given back (cancelled instead when a cancel was requested).
     "UPDATE jobvisor_jobs AS j SET"
-    " status = CASE WHEN j.cancel_requested_at IS NULL THEN 'pending' ELSE 'cancelled' END,"
+    " status = CASE WHEN j.cancel_requested_at IS NOT NULL THEN 'cancelled'"
+    "   WHEN j.waiting_on > 0 THEN 'waiting' ELSE 'pending' END,"
     " finished_at = CASE WHEN j.cancel_requested_at IS NOT NULL"
     "   THEN %(now)s::timestamptz END, attempts = j.attempts - 1,"
     " run_at = %(now)s::timestamptz, claim_token = NULL,"
@@ -112,7 +115,8 @@ JOB_REAP_EXPIRED: Final[LiteralString] = (
     # when a cancel was requested.
     "UPDATE jobvisor_jobs SET"
     " status = CASE WHEN cancel_requested_at IS NOT NULL THEN 'cancelled'"
-    "   WHEN attempts >= max_attempts THEN 'dead' ELSE 'retryable' END,"
+    "   WHEN attempts >= max_attempts THEN 'dead'"
+    "   WHEN waiting_on > 0 THEN 'waiting' ELSE 'retryable' END,"
     " run_at = CASE WHEN attempts >= max_attempts OR cancel_requested_at IS NOT NULL THEN run_at"
     "   ELSE %(now)s::timestamptz + (SELECT least(p.cap, p.base"
     "     * power(2::float8, least(greatest(jobvisor_jobs.attempts - 1, 0), 62)))"
@@ -160,8 +164,10 @@ JOB_REQUEUE_CRASHED: Final[LiteralString] = (
     # A job whose cancel was requested ends cancelled, keeping the request's text.
     "UPDATE jobvisor_jobs SET"
     " status = CASE WHEN cancel_requested_at IS NOT NULL THEN 'cancelled'"
-    "   WHEN NOT " + _crash_charged + " THEN 'pending'"
-    "   WHEN attempts >= max_attempts THEN 'dead' ELSE 'retryable' END,"
+    "   WHEN NOT " + _crash_charged + ""
+    "   THEN CASE WHEN waiting_on > 0 THEN 'waiting' ELSE 'pending' END"
+    "   WHEN attempts >= max_attempts THEN 'dead'"
+    "   WHEN waiting_on > 0 THEN 'waiting' ELSE 'retryable' END,"
     " attempts = CASE WHEN " + _crash_charged + " THEN attempts ELSE attempts - 1 END,"
     " crashes = CASE WHEN " + _crash_charged + " THEN 0"
     "   WHEN %(culprit)s::uuid IS NULL THEN crashes + 1 ELSE crashes END,"

@@ -75,7 +75,8 @@ class StepSql:
         # worker: not running, its attempt given back, due at the deadline
         # (far ahead without one); cancelled instead when a cancel was requested.
         "UPDATE jobvisor_jobs AS j SET"
-        " status = CASE WHEN j.cancel_requested_at IS NULL THEN 'pending' ELSE 'cancelled' END,"
+        " status = CASE WHEN j.cancel_requested_at IS NOT NULL THEN 'cancelled'"
+        "   WHEN j.waiting_on > 0 THEN 'waiting' ELSE 'pending' END,"
         " finished_at = CASE WHEN j.cancel_requested_at IS NOT NULL"
         "   THEN %(now)s::timestamptz END, attempts = j.attempts - 1,"
         " run_at = coalesce((SELECT s.wake_at FROM jobvisor_steps AS s"
@@ -102,7 +103,7 @@ class StepSql:
         # A job parked in a wait for this signal is due now, and its queue's
         # workers are woken as an enqueue wakes them.
         "UPDATE jobvisor_jobs AS j SET run_at = %(now)s::timestamptz"
-        " WHERE j.id = %(id)s AND j.status IN ('pending', 'retryable')"
+        " WHERE j.id = %(id)s AND j.status IN ('pending', 'retryable', 'waiting')"
         "   AND j.run_at > %(now)s::timestamptz AND EXISTS (SELECT 1 FROM jobvisor_steps AS s"
         "     WHERE s.job_id = j.id AND s.status = 'waiting' AND s.signal = %(signal)s)"
         " RETURNING pg_notify('" + NOTIFY_CHANNEL + "', j.queue)"

@@ -109,6 +109,25 @@ class WorkflowSql:
         " RETURNING j.queue"
     )
 
+    WORKFLOW_RETRY_HOLD_JOBS: Final[LiteralString] = (
+        # A running job that went on after a parent of its failed, that parent
+        # now started again: its current attempt runs on, but should it end
+        # without completing, it waits for that parent again (every path that
+        # puts a running job back goes to `waiting` while `waiting_on` > 0).
+        "UPDATE jobvisor_jobs AS j SET waiting_on = j.waiting_on + r.n,"
+        " meta = j.meta - 'failed_parents'"
+        " FROM (SELECT e.child_id, count(*) AS n FROM jobvisor_workflow_edges AS e"
+        "   WHERE e.parent_id = ANY(%(ids)s::uuid[]) AND e.settled GROUP BY e.child_id) AS r"
+        " WHERE j.id = r.child_id AND j.status = 'running'"
+    )
+
+    WORKFLOW_RETRY_HOLD_EDGES: Final[LiteralString] = (
+        # Those jobs' dependencies on the restarted parents open again.
+        "UPDATE jobvisor_workflow_edges AS e SET settled = false FROM jobvisor_jobs AS c"
+        " WHERE e.parent_id = ANY(%(ids)s::uuid[]) AND e.settled"
+        "   AND c.id = e.child_id AND c.status = 'running'"
+    )
+
     WORKFLOW_FINISHED_PICK: Final[LiteralString] = (
         # Up to `limit` workflows every job of which finished longer ago than
         # its status's age (an age NULL: jobs of that status are kept).

@@ -43,7 +43,8 @@ JOB_FAIL: Final[LiteralString] = (
     # spent (cancelled, keeping the request's text, when a cancel was requested).
     "UPDATE jobvisor_jobs SET"
     " status = CASE WHEN cancel_requested_at IS NOT NULL THEN 'cancelled'"
-    "   WHEN attempts >= max_attempts THEN 'dead' ELSE 'retryable' END,"
+    "   WHEN attempts >= max_attempts THEN 'dead'"
+    "   WHEN waiting_on > 0 THEN 'waiting' ELSE 'retryable' END,"
     " run_at = CASE WHEN attempts >= max_attempts OR cancel_requested_at IS NOT NULL THEN run_at"
     "   ELSE :now + :delay END,"
     " finished_at = CASE WHEN attempts >= max_attempts OR cancel_requested_at IS NOT NULL"
@@ -64,7 +65,8 @@ JOB_SNOOZE: Final[LiteralString] = (
     # A held job asked to run again after `delay` seconds; the attempt is given
     # back (cancelled instead when a cancel was requested).
     "UPDATE jobvisor_jobs SET"
-    " status = CASE WHEN cancel_requested_at IS NULL THEN 'pending' ELSE 'cancelled' END,"
+    " status = CASE WHEN cancel_requested_at IS NOT NULL THEN 'cancelled'"
+    "   WHEN waiting_on > 0 THEN 'waiting' ELSE 'pending' END,"
     " finished_at = CASE WHEN cancel_requested_at IS NOT NULL"
     "   THEN :now END,"
     " attempts = attempts - 1,"
@@ -78,7 +80,8 @@ JOB_RELEASE_MANY: Final[LiteralString] = (
     # Interrupted through no fault of their own: pending again now, attempts
     # given back (cancelled instead when a cancel was requested).
     "UPDATE jobvisor_jobs SET"
-    " status = CASE WHEN cancel_requested_at IS NULL THEN 'pending' ELSE 'cancelled' END,"
+    " status = CASE WHEN cancel_requested_at IS NOT NULL THEN 'cancelled'"
+    "   WHEN waiting_on > 0 THEN 'waiting' ELSE 'pending' END,"
     " finished_at = CASE WHEN cancel_requested_at IS NOT NULL"
     "   THEN :now END,"
     " attempts = attempts - 1,"
@@ -108,7 +111,8 @@ JOB_REAP_EXPIRED: Final[LiteralString] = (
     # when a cancel was requested.
     "UPDATE jobvisor_jobs SET"
     " status = CASE WHEN cancel_requested_at IS NOT NULL THEN 'cancelled'"
-    "   WHEN attempts >= max_attempts THEN 'dead' ELSE 'retryable' END,"
+    "   WHEN attempts >= max_attempts THEN 'dead'"
+    "   WHEN waiting_on > 0 THEN 'waiting' ELSE 'retryable' END,"
     " run_at = CASE WHEN attempts >= max_attempts OR cancel_requested_at IS NOT NULL THEN run_at"
     "   ELSE :now + (SELECT"
     "     min(p.cap, p.base * (1 << min(max(jobvisor_jobs.attempts - 1, 0), 62)))"
@@ -161,8 +165,10 @@ JOB_REQUEUE_CRASHED: Final[LiteralString] = (
     # A job whose cancel was requested ends cancelled, keeping the request's text.
     "UPDATE jobvisor_jobs SET"
     " status = CASE WHEN cancel_requested_at IS NOT NULL THEN 'cancelled'"
-    "   WHEN NOT " + _crash_charged + " THEN 'pending'"
-    "   WHEN attempts >= max_attempts THEN 'dead' ELSE 'retryable' END,"
+    "   WHEN NOT " + _crash_charged + ""
+    "   THEN CASE WHEN waiting_on > 0 THEN 'waiting' ELSE 'pending' END"
+    "   WHEN attempts >= max_attempts THEN 'dead'"
+    "   WHEN waiting_on > 0 THEN 'waiting' ELSE 'retryable' END,"
     " attempts = CASE WHEN " + _crash_charged + " THEN attempts ELSE attempts - 1 END,"
     " crashes = CASE WHEN " + _crash_charged + " THEN 0"
     "   WHEN :culprit IS NULL THEN crashes + 1 ELSE crashes END,"

@@ -52,7 +52,8 @@ class StepSql:
     JOB_PARK: Final[LiteralString] = (
         # A held job waits for its step's deadline (or a signal) without a worker.
         "UPDATE jobvisor_jobs SET"
-        " status = CASE WHEN cancel_requested_at IS NULL THEN 'pending' ELSE 'cancelled' END,"
+        " status = CASE WHEN cancel_requested_at IS NOT NULL THEN 'cancelled'"
+        "   WHEN waiting_on > 0 THEN 'waiting' ELSE 'pending' END,"
         " finished_at = CASE WHEN cancel_requested_at IS NOT NULL THEN :now END,"
         " attempts = attempts - 1,"
         " run_at = coalesce((SELECT s.wake_at FROM jobvisor_steps AS s"
@@ -76,7 +77,7 @@ class StepSql:
     SIGNAL_WAKE: Final[LiteralString] = (
         # A job parked in a wait for this signal is due now.
         "UPDATE jobvisor_jobs SET run_at = :now"
-        " WHERE id = :id AND status IN ('pending', 'retryable') AND run_at > :now"
+        " WHERE id = :id AND status IN ('pending', 'retryable', 'waiting') AND run_at > :now"
         "   AND EXISTS (SELECT 1 FROM jobvisor_steps AS s WHERE s.job_id = jobvisor_jobs.id"
         "     AND s.status = 'waiting' AND s.signal = :signal)"
         " RETURNING queue"

@@ -95,6 +95,23 @@ class WorkflowSql:
         " RETURNING queue"
     )
 
+    WORKFLOW_RETRY_HOLD_JOBS: Final[LiteralString] = (
+        # A running job's parents started again (see Postgres').
+        "UPDATE jobvisor_jobs SET waiting_on = waiting_on + (SELECT count(*)"
+        "   FROM jobvisor_workflow_edges AS e WHERE e.child_id = jobvisor_jobs.id AND e.settled"
+        "   AND e.parent_id IN (SELECT value FROM json_each(:ids))),"
+        " meta = json_remove(meta, '$.failed_parents')"
+        " WHERE status = 'running' AND id IN (SELECT child_id FROM jobvisor_workflow_edges"
+        "   WHERE settled AND parent_id IN (SELECT value FROM json_each(:ids)))"
+    )
+
+    WORKFLOW_RETRY_HOLD_EDGES: Final[LiteralString] = (
+        # Those jobs' dependencies on the restarted parents open again.
+        "UPDATE jobvisor_workflow_edges SET settled = 0"
+        " WHERE settled AND parent_id IN (SELECT value FROM json_each(:ids))"
+        "   AND child_id IN (SELECT id FROM jobvisor_jobs WHERE status = 'running')"
+    )
+
     WORKFLOW_FINISHED_PICK: Final[LiteralString] = (
         # Up to `limit` workflows every job of which finished past its status's age.
         "SELECT w.id FROM jobvisor_workflows AS w WHERE NOT EXISTS ("
