@@ -1,9 +1,10 @@
 """Burn-down: how fast real worker processes empty a queue of no-op jobs.
 
-    .venv/bin/python bench/burndown.py [--engine postgres|sqlite|both] [--jobs 50000]
+    .venv/bin/python bench/burndown.py [--engine postgres|sqlite|citus|both] [--jobs 50000]
         [--workers 2] [--concurrency 200|default] [--sleep-ms 0] [--via workers|run] [--runs 1]
         [--pg-url postgresql://postgres@127.0.0.1:5432/postgres]
         [--bouncer-url postgresql://postgres@127.0.0.1:6432/postgres [--poll]]
+        [--citus-url postgresql://postgres@127.0.0.1:56001/postgres] [--citus-nodes N]
 
 The workers start on an empty queue and run one warm-up job each way (so
 they are connected and idle); then `enqueue_many` writes `--jobs` jobs of
@@ -21,6 +22,11 @@ this app of `async def` handlers is 200).
 PostgreSQL runs in a database named `jobvisor_bench_burndown`, dropped and
 created per run (`--pg-url` names the server's maintenance database); SQLite in
 a temporary file per run.
+
+`--engine citus` runs in Citus mode (`JOBVISOR_CITUS=1`) on the cluster whose
+coordinator `--citus-url` names (../shared/citus/cluster.sh starts one): a
+database of the same name on every node, the jobs table spread over them
+(over the first `--citus-nodes` worker nodes only, when given).
 
 `--bouncer-url` names a PgBouncer in `pool_mode=transaction` in front of that
 server: the workers and the enqueue then go through it with
@@ -62,7 +68,19 @@ def _with_dbname(url: str, dbname: str) -> str:
 
 
 @contextlib.contextmanager
-def fresh_database(engine: str, pg_url: str) -> Iterator[str]:
+def fresh_database(
+    engine: str, pg_url: str, citus_url: str = "", citus_nodes: int | None = None
+) -> Iterator[str]:
+    if engine == "citus":
+        sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+        from tests.support.citus import create_database, drop_database  # noqa: PLC0415  (on the path just now)
+
+        url, nodes = create_database(citus_url, BENCH_DB, workers=citus_nodes)
+        try:
+            yield url
+        finally:
+            drop_database([citus_url, *nodes], BENCH_DB)
+        return
     if engine == "sqlite":
         with tempfile.TemporaryDirectory(prefix="jobvisor-burndown-") as tmp:
             yield f"sqlite:///{Path(tmp) / 'bench.db'}"
@@ -135,10 +153,13 @@ def _bounced(url: str, args: argparse.Namespace) -> tuple[str, dict[str, str]]:
 
 
 def one_run(engine: str, args: argparse.Namespace) -> tuple[float, dict[str, int]]:
-    with fresh_database(engine, args.pg_url) as direct:
+    with fresh_database(engine, args.pg_url, args.citus_url, args.citus_nodes) as direct:
         url, bouncer = _bounced(direct, args)
-        queue = jobvisor.connect(url, pgbouncer=bool(bouncer))
+        citus = engine == "citus"
+        queue = jobvisor.connect(url, pgbouncer=bool(bouncer), citus=citus)
         queue.migrate()
+        if citus:
+            bouncer["JOBVISOR_CITUS"] = "1"
         env = {k: v for k, v in os.environ.items() if k != "JOBVISOR_CONCURRENCY"}
         env.update(JOBVISOR_DATABASE_URL=url, JOBVISOR_APP="burndown_app:registry",
                    JOBVISOR_WORKERS=str(args.workers),
@@ -192,7 +213,7 @@ def one_run(engine: str, args: argparse.Namespace) -> tuple[float, dict[str, int
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--engine", choices=["postgres", "sqlite", "both"], default="both")
+    parser.add_argument("--engine", choices=["postgres", "sqlite", "citus", "both"], default="both")
     parser.add_argument("--jobs", type=int, default=50_000)
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--concurrency", default="200", help="a number, or default (unset)")
@@ -207,6 +228,10 @@ def main() -> None:
     parser.add_argument("--pg-url", default=DEFAULT_PG_URL)
     parser.add_argument("--bouncer-url", help="a PgBouncer (transaction pooling) to go through")
     parser.add_argument("--poll", action="store_true", help="with --bouncer-url: no LISTEN")
+    parser.add_argument("--citus-url", default="postgresql://postgres@127.0.0.1:56001/postgres")
+    parser.add_argument(
+        "--citus-nodes", type=int, help="with --engine citus: use this many worker nodes"
+    )
     args = parser.parse_args()
     engines = ["postgres", "sqlite"] if args.engine == "both" else [args.engine]
     for engine in engines:

@@ -1,8 +1,9 @@
 """Bulk enqueue: `enqueue_many` of many jobs, on PostgreSQL and SQLite.
 
     .venv/bin/python bench/enqueue_many.py [--jobs 100000] [--chunk 1000]
-        [--engine both] [--runs 3] [--dedupe 0.0]
+        [--engine postgres|sqlite|both|citus] [--runs 3] [--dedupe 0.0]
         [--pg-url postgresql://postgres@127.0.0.1:5432/postgres]
+        [--citus-url postgresql://postgres@127.0.0.1:56001/postgres]
 
 Two shapes, each from an empty jobs table and timed from the call to its
 return (checks, the COPY or executemany, and the commit):
@@ -17,12 +18,14 @@ The items are mappings as an application passes them (`{"job_type": ...,
 a key an earlier item already holds). Each figure is the median of `--runs`
 runs. PostgreSQL runs in a database `jobvisor_bench_enqueue_many` that the
 script drops and creates (`--pg-url` names the server's maintenance
-database); SQLite in a temporary file.
+database); SQLite in a temporary file; Citus mode in a database of that name
+on every node of the cluster `--citus-url` names (see `bench/burndown.py`).
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import sys
 import tempfile
@@ -37,6 +40,7 @@ import jobvisor
 from queue_throughput import drop_pg_database, recreate_pg_database
 
 DEFAULT_PG_URL = "postgresql://postgres@127.0.0.1:5432/postgres"
+DEFAULT_CITUS_URL = "postgresql://postgres@127.0.0.1:56001/postgres"
 BENCH_DB = "jobvisor_bench_enqueue_many"
 
 
@@ -103,16 +107,25 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--jobs", type=int, default=100_000)
     parser.add_argument("--chunk", type=int, default=1000)
-    parser.add_argument("--engine", choices=["postgres", "sqlite", "both"], default="both")
+    parser.add_argument("--engine", choices=["postgres", "sqlite", "both", "citus"], default="both")
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--dedupe", type=float, default=0.0)
     parser.add_argument("--pg-url", default=DEFAULT_PG_URL)
+    parser.add_argument("--citus-url", default=DEFAULT_CITUS_URL)
     args = parser.parse_args(argv)
     print(f"{args.jobs:,} jobs, dedupe keys on {args.dedupe:.0%}, median of {args.runs} runs")
     if args.engine in ("postgres", "both"):
         url = recreate_pg_database(args.pg_url, BENCH_DB)
         run_engine(url, "postgres", args)
         drop_pg_database(args.pg_url, BENCH_DB)
+    if args.engine == "citus":
+        os.environ["JOBVISOR_CITUS"] = "on"  # every queue below in Citus mode
+        sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+        from tests.support.citus import create_database, drop_database  # noqa: PLC0415  (on the path just now)
+
+        url, nodes = create_database(args.citus_url, BENCH_DB)
+        run_engine(url, "citus", args)
+        drop_database([args.citus_url, *nodes], BENCH_DB)
     if args.engine in ("sqlite", "both"):
         with tempfile.TemporaryDirectory() as tmp:
             url = f"sqlite:///{Path(tmp) / 'bench.db'}"

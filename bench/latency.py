@@ -2,6 +2,7 @@
 worker (PostgreSQL: LISTEN/NOTIFY wakes it).
 
     .venv/bin/python bench/latency.py [--samples 500] [--pg-url postgresql://…/postgres]
+        [--citus-url postgresql://postgres@127.0.0.1:56001/postgres]
 
 One worker process (`python -m jobvisor.worker`, app `bench.latency_app`)
 waits on an empty queue. The bench enqueues one job at a time and the
@@ -12,7 +13,10 @@ its commit's reply, so this one can be negative). The next job is enqueued
 only after the previous one was seen, with a short random pause, so the
 worker is idle each time. Prints p50, p90, p99 and max in milliseconds.
 
-Runs in a database named `jobvisor_bench_latency`, dropped and created.
+Runs in a database named `jobvisor_bench_latency`, dropped and created. With
+`--citus-url` it runs in Citus mode on that cluster (a database of that name
+on every node, see `bench/burndown.py --engine citus`): the enqueue's notice
+goes from the coordinator, where the worker listens.
 """
 
 from __future__ import annotations
@@ -71,14 +75,23 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--samples", type=int, default=500)
     parser.add_argument("--pg-url", default=DEFAULT_PG_URL)
+    parser.add_argument("--citus-url", help="a Citus coordinator: run in Citus mode there")
     args = parser.parse_args()
-    url = fresh_database(args.pg_url, BENCH_DB)
-    queue = jobvisor.connect(url)
+    citus = bool(args.citus_url)
+    if citus:
+        sys.path.insert(0, str(ROOT))
+        from tests.support.citus import create_database  # noqa: PLC0415  (on the path just now)
+
+        url, _ = create_database(args.citus_url, BENCH_DB)
+    else:
+        url = fresh_database(args.pg_url, BENCH_DB)
+    queue = jobvisor.connect(url, citus=citus)
     queue.migrate()
     read_fd, write_fd = os.pipe()
     env = dict(os.environ, JOBVISOR_DATABASE_URL=url, JOBVISOR_APP="bench.latency_app:registry",
                JOBVISOR_LOG_LEVEL="warning", JOBVISOR_POLL_INTERVAL="5",
-               LATENCY_FD=str(write_fd), PYTHONPATH=str(ROOT))  # fmt: skip
+               LATENCY_FD=str(write_fd), PYTHONPATH=str(ROOT),
+               JOBVISOR_CITUS="1" if citus else "0")  # fmt: skip
     worker = subprocess.Popen([sys.executable, "-m", "jobvisor.worker"], env=env, cwd=ROOT,
                               pass_fds=(write_fd,))  # fmt: skip
     os.close(write_fd)

@@ -3,8 +3,9 @@ with `key_concurrency=2` (100 keys), offered at a fixed rate, against the
 same load without limits, the two runs alternating.
 
     .venv/bin/python bench/limits.py [--rate 10000] [--seconds 10] [--workers 2]
-        [--concurrency 100] [--keys 100] [--runs 1] [--engine postgres|sqlite]
+        [--concurrency 100] [--keys 100] [--runs 1] [--engine postgres|sqlite|citus]
         [--pg-url postgresql://postgres@127.0.0.1:5432/postgres]
+        [--citus-url postgresql://postgres@127.0.0.1:56001/postgres]
 
 One `jobvisor run` (one host) with `--workers` workers at `--concurrency`
 each, app `bench.limits_app:limited` or `:unlimited`. An enqueuer offers
@@ -18,7 +19,8 @@ a capped job spends `running` (claim to completion) bounds what 50 slots can
 carry: 50 / that time, by Little's law.
 
 PostgreSQL runs in a database `jobvisor_bench_limits`, dropped and created
-per run; SQLite in a temporary file.
+per run; SQLite in a temporary file; Citus mode in a database of that name on
+every node of the cluster `--citus-url` names (see `bench/burndown.py`).
 """
 
 from __future__ import annotations
@@ -48,12 +50,23 @@ from jobvisor.queue.api import parse_url
 
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_PG_URL = "postgresql://postgres@127.0.0.1:5432/postgres"
+DEFAULT_CITUS_URL = "postgresql://postgres@127.0.0.1:56001/postgres"
 BENCH_DB = "jobvisor_bench_limits"
 TICK = 0.01
 
 
 @contextlib.contextmanager
-def fresh_database(engine: str, pg_url: str) -> Iterator[str]:
+def fresh_database(engine: str, pg_url: str, citus_url: str = "") -> Iterator[str]:
+    if engine == "citus":
+        sys.path.insert(0, str(ROOT))
+        from tests.support.citus import create_database, drop_database  # noqa: PLC0415  (on the path just now)
+
+        url, nodes = create_database(citus_url, BENCH_DB)
+        try:
+            yield url
+        finally:
+            drop_database([citus_url, *nodes], BENCH_DB)
+        return
     if engine == "sqlite":
         with tempfile.TemporaryDirectory(prefix="jobvisor-limits-") as tmp:
             yield f"sqlite:///{Path(tmp) / 'bench.db'}"
@@ -145,13 +158,14 @@ def wait_done(url: str, count: int, deadline: float) -> None:
 
 
 def one_run(engine: str, mode: str, args: argparse.Namespace) -> dict[str, float]:
-    with fresh_database(engine, args.pg_url) as url:
-        queue = jobvisor.connect(url)
+    citus = engine == "citus"
+    with fresh_database(engine, args.pg_url, args.citus_url) as url:
+        queue = jobvisor.connect(url, citus=citus)
         queue.migrate()
         env = dict(os.environ, JOBVISOR_DATABASE_URL=url, JOBVISOR_APP=f"bench.limits_app:{mode}",
                    JOBVISOR_CONCURRENCY=str(args.concurrency), JOBVISOR_WORKERS=str(args.workers),
                    JOBVISOR_LOG_LEVEL="warning", JOBVISOR_HTTP_ADDR="",
-                   PYTHONPATH=str(ROOT))  # fmt: skip
+                   JOBVISOR_CITUS="1" if citus else "0", PYTHONPATH=str(ROOT))  # fmt: skip
         proc = subprocess.Popen([str(Path(sys.executable).with_name("jobvisor")), "run"], env=env)
         try:
             # Warm up (workers connected and idle) on a queue of its own.
@@ -187,7 +201,7 @@ def one_run(engine: str, mode: str, args: argparse.Namespace) -> dict[str, float
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--engine", choices=["postgres", "sqlite"], default="postgres")
+    parser.add_argument("--engine", choices=["postgres", "sqlite", "citus"], default="postgres")
     parser.add_argument("--rate", type=int, default=10_000)
     parser.add_argument("--seconds", type=float, default=10.0)
     parser.add_argument("--workers", type=int, default=2)
@@ -195,6 +209,7 @@ def main() -> None:
     parser.add_argument("--keys", type=int, default=100)
     parser.add_argument("--runs", type=int, default=1)
     parser.add_argument("--pg-url", default=DEFAULT_PG_URL)
+    parser.add_argument("--citus-url", default=DEFAULT_CITUS_URL)
     args = parser.parse_args()
     rates: dict[str, list[float]] = {"unlimited": [], "limited": []}
     for run in range(args.runs):  # the two sides alternate, so both see the same machine
