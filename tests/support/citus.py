@@ -11,6 +11,7 @@ import os
 import shutil
 import signal
 import subprocess
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -134,7 +135,8 @@ def _create(admin: str, dbname: str, migrate: bool, workers: int | None) -> tupl
     node_urls = [f"postgresql://postgres@{h}:{p}/postgres" for h, p in nodes]
     for url in (admin, *node_urls):
         _clear_stale(url)
-        execute(url, f"DROP DATABASE IF EXISTS {dbname} WITH (FORCE)", f"CREATE DATABASE {dbname}")
+        _drop(url, dbname)
+        execute(url, f"CREATE DATABASE {dbname}")
         execute(with_dbname(url, dbname), "CREATE EXTENSION citus")
     url = with_dbname(admin, dbname)
     execute(
@@ -152,7 +154,22 @@ def _create(admin: str, dbname: str, migrate: bool, workers: int | None) -> tupl
 def drop_database(nodes: list[str], dbname: str) -> None:
     """Drop `dbname` on every node, the coordinator (first in `nodes`) last."""
     for node in reversed(nodes):
-        execute(node, f"DROP DATABASE IF EXISTS {dbname} WITH (FORCE)")
+        _drop(node, dbname)
+
+
+def _drop(node: str, dbname: str) -> None:
+    """DROP DATABASE ... WITH (FORCE), tried again while another session holds
+    it: the force ends the sessions there, but under load one that is slow to
+    end, or a Citus maintenance connection made meanwhile, outlasts the
+    server's five seconds' wait."""
+    for attempt in range(12):
+        try:
+            execute(node, f"DROP DATABASE IF EXISTS {dbname} WITH (FORCE)")
+            return
+        except psycopg.errors.ObjectInUse:
+            if attempt == 11:
+                raise
+            time.sleep(1)
 
 
 def _clear_stale(node: str) -> None:
@@ -176,4 +193,4 @@ def _clear_stale(node: str) -> None:
         "   < now() - interval '1 hour'",
     )
     for (database,) in old:
-        execute(node, f"DROP DATABASE IF EXISTS {database} WITH (FORCE)")
+        _drop(node, database)
