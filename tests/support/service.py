@@ -110,6 +110,22 @@ def children_of(pid: int) -> set[int]:
     return found
 
 
+def working_in(directory: Path) -> set[int]:
+    """Live processes (but this one) whose working directory is `directory`:
+    a service's, its workers' and whatever they started (they inherit it)."""
+    found = set()
+    target = directory.resolve()
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            if Path(os.readlink(entry / "cwd")) == target:
+                found.add(int(entry.name))
+        except OSError:
+            continue
+    return found
+
+
 class Service:
     """One `jobvisor run` process; everything it and its workers log goes to
     `log_path`, one JSON event per line."""
@@ -143,8 +159,12 @@ class Service:
             return []
 
     def tail(self, count: int = 30) -> str:
-        """Its last `count` log lines."""
-        return "\n".join(self.lines()[-count:])
+        """Its last `count` log lines, but for the periodic `queue.summary`
+        lines (which would fill them on a quiet queue) the last one."""
+        lines = self.lines()
+        summaries = [line for line in lines if '"queue.summary"' in line]
+        kept = [line for line in lines if '"queue.summary"' not in line or line is summaries[-1]]
+        return "\n".join(kept[-count:])
 
     def events(self, event: str | None = None, **match: Any) -> list[dict[str, Any]]:
         """The logged events (optionally one kind, with fields equal to `match`)."""
@@ -223,6 +243,14 @@ class Service:
             self.proc.wait(30)
         for pid in pids:
             if _is_alive(pid):
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
+        # A worker spawned after the list above was read (a replacement, the
+        # instant before the supervisor died) is found by its working
+        # directory. Left running, it would claim the next test's jobs
+        # wherever tests share a database (the Citus cluster's).
+        for _ in range(3):
+            for pid in working_in(self.workdir):
                 with contextlib.suppress(ProcessLookupError):
                     os.kill(pid, signal.SIGKILL)
 

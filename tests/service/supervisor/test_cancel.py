@@ -27,7 +27,10 @@ def _cancel_running(queue: Queue, url: str, job_type: str, **payload: object) ->
     jid = queue.enqueue(job_type, {"seconds": 600, **payload}, max_attempts=1)
     wait_until(lambda: job(url, jid)["status"] == "running", what=f"{job_type} running")
     assert queue.cancel(jid, reason="test") is JobStatus.RUNNING
-    wait_until(lambda: job(url, jid)["status"] == "cancelled", what=f"{job_type} cancelled")
+    try:
+        wait_until(lambda: job(url, jid)["status"] == "cancelled", what=f"{job_type} cancelled")
+    except AssertionError as exc:  # who holds it, and since when
+        raise AssertionError(f"{exc}; the job: {job(url, jid)}") from None
     row = job(url, jid)
     assert str(row["last_error"]).startswith(REQUEST), row
     assert str(row["last_error"]).endswith(": test"), row
