@@ -110,16 +110,20 @@ def children_of(pid: int) -> set[int]:
     return found
 
 
-def working_in(directory: Path) -> set[int]:
-    """Live processes (but this one) whose working directory is `directory`:
-    a service's, its workers' and whatever they started (they inherit it)."""
+# Set in each service's environment, which its workers inherit: how its
+# teardown finds every process it started.
+MARKER = "JV_TEST_SERVICE"
+
+
+def marked(marker: str) -> set[int]:
+    """Live processes (but this one) whose environment carries `marker`."""
     found = set()
-    target = directory.resolve()
+    wanted = f"{MARKER}={marker}".encode()
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit() or int(entry.name) == os.getpid():
             continue
         try:
-            if Path(os.readlink(entry / "cwd")) == target:
+            if wanted in (entry / "environ").read_bytes().split(b"\0"):
                 found.add(int(entry.name))
         except OSError:
             continue
@@ -135,7 +139,7 @@ class Service:
         self.url = url
         self.workdir = workdir
         self.log_path = workdir / f"{name}.log"
-        self.env = clean_env(url, settings)
+        self.env = {**clean_env(url, settings), MARKER: uuid.uuid4().hex}
         self.proc: subprocess.Popen[bytes] | None = None
         self.known_pids: set[int] = set()
 
@@ -246,11 +250,11 @@ class Service:
                 with contextlib.suppress(ProcessLookupError):
                     os.kill(pid, signal.SIGKILL)
         # A worker spawned after the list above was read (a replacement, the
-        # instant before the supervisor died) is found by its working
-        # directory. Left running, it would claim the next test's jobs
+        # instant before the supervisor died) is found by the marker in its
+        # environment. Left running, it would claim the next test's jobs
         # wherever tests share a database (the Citus cluster's).
         for _ in range(3):
-            for pid in working_in(self.workdir):
+            for pid in marked(self.env[MARKER]):
                 with contextlib.suppress(ProcessLookupError):
                     os.kill(pid, signal.SIGKILL)
 
