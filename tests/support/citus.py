@@ -152,16 +152,18 @@ def _create(admin: str, dbname: str, migrate: bool, workers: int | None) -> tupl
 
 
 def drop_database(nodes: list[str], dbname: str) -> None:
-    """Drop `dbname` on every node, the coordinator (first in `nodes`) last."""
-    for node in reversed(nodes):
+    """Drop `dbname` on every node, the coordinator (first in `nodes`) first:
+    while it has the database, its Citus maintenance daemon connects to the
+    nodes' every two seconds (the distributed deadlock check), and a node's
+    drop then finds it there. Dropping it stops the daemon."""
+    for node in nodes:
         _drop(node, dbname)
 
 
 def _drop(node: str, dbname: str) -> None:
     """DROP DATABASE ... WITH (FORCE), tried again while another session holds
-    it: the force ends the sessions there, but under load one that is slow to
-    end, or a Citus maintenance connection made meanwhile, outlasts the
-    server's five seconds' wait."""
+    it: the force ends the sessions there, but under load one may be slow to
+    end, or a new one come, within the server's five seconds' wait."""
     for attempt in range(12):
         try:
             execute(node, f"DROP DATABASE IF EXISTS {dbname} WITH (FORCE)")
