@@ -160,17 +160,26 @@ def drop_database(nodes: list[str], dbname: str) -> None:
         _drop(node, dbname)
 
 
+# How long one node's drop is tried again (a cluster test's own timeout,
+# its teardown included, is 300 s).
+DROP_PATIENCE = 120.0
+
+
 def _drop(node: str, dbname: str) -> None:
     """DROP DATABASE ... WITH (FORCE), tried again while another session holds
     it: the force ends the sessions there, but under load one may be slow to
     end, or a new one come, within the server's five seconds' wait."""
-    for attempt in range(12):
+    began = time.monotonic()
+    tries = 0
+    while True:
+        tries += 1
         try:
             execute(node, f"DROP DATABASE IF EXISTS {dbname} WITH (FORCE)")
             return
-        except psycopg.errors.ObjectInUse:
-            if attempt == 11:
-                raise
+        except psycopg.errors.ObjectInUse as exc:
+            took = time.monotonic() - began
+            if took > DROP_PATIENCE:
+                raise AssertionError(f"{dbname} on {node}: {tries} tries in {took:.0f}s") from exc
             time.sleep(1)
 
 
