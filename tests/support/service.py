@@ -94,12 +94,17 @@ def any_alive(born: dict[int, str]) -> bool:
     )
 
 
+def _proc_entries() -> Iterator[Path]:
+    """/proc/PID of every process but this one."""
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit() and int(entry.name) != os.getpid():
+            yield entry
+
+
 def children_of(pid: int) -> set[int]:
     """Live processes whose parent is `pid`."""
     found = set()
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
+    for entry in _proc_entries():
         try:
             stat = (entry / "stat").read_text()
         except OSError:
@@ -119,9 +124,7 @@ def marked(marker: str) -> set[int]:
     """Live processes (but this one) whose environment carries `marker`."""
     found = set()
     wanted = f"{MARKER}={marker}".encode()
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit() or int(entry.name) == os.getpid():
-            continue
+    for entry in _proc_entries():
         try:
             if wanted in (entry / "environ").read_bytes().split(b"\0"):
                 found.add(int(entry.name))
@@ -253,10 +256,9 @@ class Service:
         # instant before the supervisor died) is found by the marker in its
         # environment. Left running, it would claim the next test's jobs
         # wherever tests share a database (the Citus cluster's).
-        for _ in range(3):
-            for pid in marked(self.env[MARKER]):
-                with contextlib.suppress(ProcessLookupError):
-                    os.kill(pid, signal.SIGKILL)
+        for pid in marked(self.env[MARKER]):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
 
 
 @contextlib.contextmanager
